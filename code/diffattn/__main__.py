@@ -1,0 +1,3 @@
+from diffattn.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""`python -m diffattn ...`: reproduce every lesson's numbers and write outputs/.
+
+Bad input (sizes <= 0, heads that do not divide, ...) prints one line `error: <constraint>` and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from diffattn import experiments
+from diffattn.errors import ConfigError
+from diffattn.paths import lessons_dir, outputs_dir
+from diffattn.results import load_numbers, save_lesson_numbers
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but bad arguments give a single `error:` line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog="python -m diffattn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
+
+    lesson = sub.add_parser("lesson", help="run one lesson's experiments and print its results")
+    lesson.add_argument("number", help="lesson number, e.g. 01")
+    lesson.add_argument("--json", action="store_true", help="print the numbers as JSON instead of the report")
+
+    course = sub.add_parser("course", help="run every lesson, write outputs/numbers.json and outputs/figures/")
+    course.add_argument("--lessons", default=",".join(experiments.LESSONS), help="comma-separated lesson numbers")
+    course.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
+
+    acc = sub.add_parser("accounting", help="parameters, KV cache and FLOPs of baseline / DIFF V1 / DIFF V2 (lesson 04)")
+    acc.add_argument("--hidden", type=int, required=True, help="d_model")
+    acc.add_argument("--heads", type=int, required=True, help="baseline query heads h_base")
+    acc.add_argument("--head-dim", type=int, required=True, help="d, the query/key head width")
+    acc.add_argument("--layers", type=int, required=True)
+    acc.add_argument("--kv-heads", type=int, default=None, help="baseline KV heads (default: = heads, i.e. MHA)")
+    acc.add_argument("--ffn", type=int, default=None, help="SwiGLU hidden width (default: 8/3·hidden rounded to 64)")
+    acc.add_argument("--vocab", type=int, default=None, help="vocabulary size for whole-model counts (default: none)")
+    acc.add_argument("--context", type=int, default=131072, help="context length for KV-cache and FLOP columns")
+    acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
+    acc.add_argument("--json", action="store_true")
+
+    lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md")
+    lessons.add_argument("action", choices=["check", "sync"])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+
+
+def cmd_lesson(args: argparse.Namespace) -> int:
+    module = experiments.load(args.number)
+    missing = experiments.missing_requirements(module)
+    if missing:
+        raise ConfigError(f"lesson {args.number} needs {', '.join(missing)}: run `make course` (installs it)")
+    results = module.run(progress=not args.json)
+    print(json.dumps(results, indent=1) if args.json else module.report(results))
+    return 0
+
+
+def cmd_course(args: argparse.Namespace) -> int:
+    wanted = [experiments.normalise(n) for n in args.lessons.split(",") if n.strip()]
+    figures_dir = outputs_dir() / "figures"
+    summary = []
+    for number in wanted:
+        module = experiments.load(number)
+        missing = experiments.missing_requirements(module)
+        if missing:
+            summary.append(f"  {number}  {module.TITLE:<52} skipped (needs {', '.join(missing)})")
+            continue
+        print(f"lesson {number}: {module.TITLE}", file=sys.stderr)
+        started = time.perf_counter()
+        results = module.run(progress=True)
+        save_lesson_numbers(number, results)  # saved before figures: a plotting failure loses no numbers
+        made = [] if args.no_figures else _figures(module, results, figures_dir)
+        summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
+    print("course summary (outputs/numbers.json, outputs/figures/):")
+    print("\n".join(summary))
+    stale = _lesson_mismatches()
+    if stale:
+        print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
+        print("\n".join(f"  {m}" for m in stale[:10]))
+    return 0
+
+
+def _figures(module, results: dict, figures_dir: Path) -> list[Path]:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("  (matplotlib not installed: figures skipped)", file=sys.stderr)
+        return []
+    return module.figures(results, figures_dir)
+
+
+def cmd_accounting(args: argparse.Namespace) -> int:
+    from diffattn.pure import accounting
+
+    config = accounting.ModelConfig(
+        hidden=args.hidden,
+        heads=args.heads,
+        head_dim=args.head_dim,
+        layers=args.layers,
+        kv_heads=args.kv_heads,
+        ffn=args.ffn,
+        vocab=args.vocab,
+    )
+    table = accounting.accounting_table(config, context=args.context, bytes_per_value=args.bytes)
+    print(json.dumps(table, indent=1) if args.json else accounting.format_table(table))
+    return 0
+
+
+def render_output(command: str) -> str:
+    """What `python -m diffattn <command>` prints; `lesson NN` is rebuilt from outputs/numbers.json."""
+    argv = shlex.split(command)
+    if argv[:1] == ["lesson"] and len(argv) == 2:
+        number = experiments.normalise(argv[1])
+        return experiments.load(number).report(load_numbers()[number])
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        main(argv)
+    return buffer.getvalue()
+
+
+def _lesson_mismatches() -> list:
+    from diffattn.lessontext import check_text
+
+    numbers = load_numbers()
+    problems = []
+    for path in sorted(lessons_dir().glob("*.md")):
+        problems += check_text(path, path.read_text(), numbers, render_output)
+    return problems
+
+
+def cmd_lessons(args: argparse.Namespace) -> int:
+    from diffattn.lessontext import sync_text
+
+    if args.action == "check":
+        problems = _lesson_mismatches()
+        for p in problems:
+            print(p)
+        print(f"{len(problems)} mismatch(es)")
+        return 1 if problems else 0
+    numbers = load_numbers()
+    for path in sorted(lessons_dir().glob("*.md")):
+        source = path.read_text()
+        updated = sync_text(source, numbers, render_output)
+        if updated != source:
+            path.write_text(updated)
+            print(f"updated {path}")
+    return 0
+
+
+COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "lessons": cmd_lessons}

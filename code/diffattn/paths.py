@@ -1,0 +1,22 @@
+"""Where the course's folders are: the repository root holds code/, lessons/, outputs/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in (code/diffattn -> repo), or $DIFFATTN_ROOT, or the working directory."""
+    if "DIFFATTN_ROOT" in os.environ:
+        return Path(os.environ["DIFFATTN_ROOT"])
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "lessons").is_dir() else Path.cwd()
+
+
+def outputs_dir() -> Path:
+    return repo_root() / "outputs"
+
+
+def lessons_dir() -> Path:
+    return repo_root() / "lessons"

@@ -1,0 +1,58 @@
+"""outputs/numbers.json: every number a lesson quotes, keyed by lesson ("01" ... "13").
+
+Writes are atomic (temp file + rename) and per lesson, so a crash in lesson 05 keeps what lessons 01-04 wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from diffattn.paths import outputs_dir
+
+NUMBERS_FILE = "numbers.json"
+
+
+def numbers_path(root: Path | None = None) -> Path:
+    return (root or outputs_dir()) / NUMBERS_FILE
+
+
+def load_numbers(path: Path | None = None) -> dict[str, Any]:
+    path = path or numbers_path()
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text())
+
+
+def save_lesson_numbers(lesson: str, results: dict[str, Any], path: Path | None = None) -> Path:
+    """Replace one lesson's entry in numbers.json, leaving the others untouched."""
+    path = path or numbers_path()
+    numbers = load_numbers(path)
+    numbers[lesson] = results
+    write_json_atomic(path, dict(sorted(numbers.items())))
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def lookup(numbers: dict[str, Any], key: str) -> Any:
+    """'03.crossover.softmax' -> numbers['03']['crossover']['softmax']; list indexes are integers."""
+    node: Any = numbers
+    for part in key.split("."):
+        if isinstance(node, list):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            raise KeyError(key)
+    return node
