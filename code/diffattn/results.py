@@ -42,6 +42,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=1, ensure_ascii=False)
         f.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by everyone
     os.replace(tmp, path)
 
 

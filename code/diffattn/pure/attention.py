@@ -42,18 +42,7 @@ def lambda_init(depth: int) -> float:
 
 def attention_weights(q: Rows, k: Rows, causal: bool = False) -> Matrix:
     """A = softmax(q kᵀ / √d) row by row, (N_q, d) × (N_k, d) -> (N_q, N_k)."""
-    d = width(q)
-    require(width(k) == d, f"queries and keys must have the same width (got {d} and {width(k)})")
-    n_q, n_k = len(q), len(k)
-    require(not causal or n_q <= n_k, f"causal attention needs N_q <= N_k (got {n_q} > {n_k})")
-    scale = 1.0 / math.sqrt(d)
-    offset = n_k - n_q  # query i is token i + offset of the key sequence
-    weights = []
-    for i, q_row in enumerate(q):
-        visible = i + offset + 1 if causal else n_k  # keys j < visible are allowed
-        logits = [dot(q_row, k[j]) * scale if j < visible else -math.inf for j in range(n_k)]
-        weights.append(softmax(logits))
-    return weights
+    return _masked_softmax(_logits(q, k), causal)
 
 
 def scaled_dot_product_attention(q: Rows, k: Rows, v: Rows, causal: bool = False) -> Matrix:
@@ -65,6 +54,7 @@ def scaled_dot_product_attention(q: Rows, k: Rows, v: Rows, causal: bool = False
 def diff_weights_v1(q1: Rows, k1: Rows, q2: Rows, k2: Rows, lam: float, causal: bool = False) -> Matrix:
     """DIFF V1 effective map A1 − λ·A2, (N_q, N_k). Entries can be negative; each row sums to 1 − λ."""
     require(math.isfinite(lam), f"λ must be a finite number (got {lam})")
+    _check_pair(q1, k1, q2, k2)
     a1 = attention_weights(q1, k1, causal)
     a2 = attention_weights(q2, k2, causal)
     return [[x1 - lam * x2 for x1, x2 in zip(r1, r2)] for r1, r2 in zip(a1, a2)]
@@ -84,6 +74,7 @@ def diff_weights_v2(q1: Rows, q2: Rows, k: Rows, lambda_logits: float | Sequence
     `lambda_logits` is the raw projection λ_t = W_λ x_t, one per query row (or one float for all rows); the
     coefficient σ(λ_t) lies in (0, 1), so each row sums to 1 − σ(λ_t) ∈ (0, 1).
     """
+    _check_pair(q1, k, q2, k)
     gates = _per_row(lambda_logits, len(q1))
     a1 = attention_weights(q1, k, causal)
     a2 = attention_weights(q2, k, causal)
@@ -102,20 +93,35 @@ def logit_difference_weights(q1: Rows, k1: Rows, q2: Rows, k2: Rows, lam: float,
     It subtracts logits before one softmax, so its rows are a probability distribution (non-negative, sum 1): it
     can never cancel the noise floor that lesson 01 measures. Kept only so lesson 02 can put it beside the real thing.
     """
-    d = width(q1)
-    require(len(q1) == len(q2) and len(k1) == len(k2), "both query/key pairs must have the same lengths")
-    n_q, n_k = len(q1), len(k1)
-    require(not causal or n_q <= n_k, f"causal attention needs N_q <= N_k (got {n_q} > {n_k})")
+    _check_pair(q1, k1, q2, k2)
+    z1, z2 = _logits(q1, k1), _logits(q2, k2)
+    return _masked_softmax([[x1 - lam * x2 for x1, x2 in zip(r1, r2)] for r1, r2 in zip(z1, z2)], causal)
+
+
+def _logits(q: Rows, k: Rows) -> Matrix:
+    """z = q kᵀ / √d, (N_q, d) × (N_k, d) -> (N_q, N_k); d is the query/key width (no √2, no 2d)."""
+    d = width(q)
+    require(width(k) == d, f"queries and keys must have the same width (got {d} and {width(k)})")
     scale = 1.0 / math.sqrt(d)
-    offset = n_k - n_q
-    weights = []
-    for i in range(n_q):
-        visible = i + offset + 1 if causal else n_k
-        logits = [
-            (dot(q1[i], k1[j]) - lam * dot(q2[i], k2[j])) * scale if j < visible else -math.inf for j in range(n_k)
-        ]
-        weights.append(softmax(logits))
-    return weights
+    return [[dot(q_row, k_row) * scale for k_row in k] for q_row in q]
+
+
+def _masked_softmax(logits: Matrix, causal: bool) -> Matrix:
+    """softmax of each row of (N_q, N_k) logits; causal: query i sees keys j ≤ i + N_k − N_q, the rest get −inf."""
+    n_q, n_k = len(logits), len(logits[0])
+    require(not causal or n_q <= n_k, f"causal attention needs N_q <= N_k (got {n_q} > {n_k})")
+    offset = n_k - n_q  # query i is token i + offset of the key sequence: the last query meets the last key
+    return [
+        softmax([z if not causal or j <= i + offset else -math.inf for j, z in enumerate(row)])
+        for i, row in enumerate(logits)
+    ]
+
+
+def _check_pair(q1: Rows, k1: Rows, q2: Rows, k2: Rows) -> None:
+    """The two maps of a differential head must have the same shapes, or zip would silently drop rows."""
+    require(len(q1) == len(q2), f"both maps need the same number of queries (got {len(q1)} and {len(q2)})")
+    require(len(k1) == len(k2), f"both maps need the same number of keys (got {len(k1)} and {len(k2)})")
+    require(width(q1) == width(q2), f"both maps use the same head width d (got {width(q1)} and {width(q2)})")
 
 
 def _check_values(k: Rows, v: Rows) -> None:

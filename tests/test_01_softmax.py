@@ -1,0 +1,202 @@
+"""Lesson 01: the stable softmax (graded exercise 01.1) and the noise-floor experiment behind the lesson's numbers.
+
+Graded tests call `impl.softmax` (reference, exercises/ex01_softmax.py, or a tests/wrong module). Tolerances are
+absolute and stated beside each assertion; hypothesis runs derandomised, so every run checks the same examples.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from diffattn.errors import ConfigError
+from diffattn.experiments import lesson01_noise_floor as lesson
+from diffattn.pure.softmax import softmax as reference_softmax
+
+TOL = 1e-12
+PROPERTY = settings(derandomize=True, max_examples=150, deadline=None)
+
+logit_rows = st.lists(st.floats(-1e4, 1e4), min_size=1, max_size=40)
+
+
+def exact_softmax(logits):
+    """The textbook formula evaluated where it cannot overflow (|z| ≤ 700); an oracle independent of any impl."""
+    exps = [math.exp(z) for z in logits]
+    return [e / math.fsum(exps) for e in exps]
+
+
+# ---------------------------------------------------------------- exercise 01.1 (graded)
+
+
+@pytest.mark.grade("01.1", points=2)
+@PROPERTY
+@given(logit_rows)
+@example([0.0])
+@example([0.0, 1000.0])
+def test_weights_form_a_distribution(impl, logits):
+    weights = impl.softmax(logits)
+    assert len(weights) == len(logits)
+    assert all(0.0 <= w <= 1.0 for w in weights), weights
+    assert abs(math.fsum(weights) - 1.0) <= TOL
+
+
+@pytest.mark.grade("01.1", points=1)
+@PROPERTY
+@given(st.lists(st.floats(-30, 30), min_size=1, max_size=30), st.floats(-1000, 1000))
+def test_adding_a_constant_to_every_logit_changes_nothing(impl, logits, shift):
+    shifted = impl.softmax([z + shift for z in logits])
+    # z + c rounds to within ulp(1000)/2 ≈ 6e-14 per logit, so the weights may move by a few 1e-13: tolerance 1e-11
+    assert all(abs(a - b) <= 1e-11 for a, b in zip(shifted, impl.softmax(logits)))
+
+
+@pytest.mark.grade("01.1", points=2)
+def test_huge_and_tiny_logits_neither_overflow_nor_vanish(impl):
+    expected = exact_softmax([2.0, 1.0, 0.0])  # softmax is shift invariant: [1000, 999, 998] has the same weights
+    for logits in ([1000.0, 999.0, 998.0], [-1000.0, -1001.0, -1002.0]):
+        assert all(abs(w - e) <= TOL for w, e in zip(impl.softmax(logits), expected)), logits
+    spread = impl.softmax([0.0, 1000.0, -1000.0])  # a spread of 2000 defeats subtracting the minimum
+    assert spread[1] == 1.0 and 0.0 <= spread[0] <= 1e-300 and 0.0 <= spread[2] <= 1e-300
+
+
+@pytest.mark.grade("01.1", points=2)
+def test_masked_positions_get_exactly_zero(impl):
+    weights = impl.softmax([1.0, -math.inf, 2.0, -math.inf])
+    assert weights[1] == 0.0 and weights[3] == 0.0  # exact: a masked key must not leak any weight
+    expected = exact_softmax([1.0, 2.0])
+    assert abs(weights[0] - expected[0]) <= TOL and abs(weights[2] - expected[1]) <= TOL
+    assert impl.softmax([-math.inf, 5.0, -math.inf]) == [0.0, 1.0, 0.0]
+
+
+@pytest.mark.grade("01.1", points=0.5)
+@pytest.mark.parametrize("bad", [[], [-math.inf, -math.inf], [math.nan, 1.0], [1.0, math.inf]],
+                         ids=["empty", "all-masked", "nan", "plus-inf"])
+def test_rows_without_a_distribution_raise_value_error(impl, bad):
+    with pytest.raises(ValueError):
+        impl.softmax(bad)
+
+
+@pytest.mark.grade("01.1", points=0.5)
+@pytest.mark.parametrize("n, margin", [(2, 0.0), (16, 2.0), (1024, 5.0), (4096, 10.0)])
+def test_noise_floor_matches_the_closed_form(impl, n, margin):
+    weights = impl.softmax([margin] + [0.0] * (n - 1))
+    assert abs(math.fsum(weights[1:]) - (n - 1) / (n - 1 + math.exp(margin))) <= TOL
+    assert abs(weights[0] - math.exp(margin) / (n - 1 + math.exp(margin))) <= TOL
+
+
+# ---------------------------------------------------------------- the reference and the experiment
+
+
+def test_reference_raises_config_error_with_a_one_line_message():
+    with pytest.raises(ConfigError, match="entirely masked"):
+        reference_softmax([-math.inf])
+    with pytest.raises(ConfigError, match="NaN or \\+inf"):
+        reference_softmax([math.inf, 0.0])
+
+
+def test_naive_softmax_is_right_in_range_and_fails_outside_it():
+    logits = [3.0, -1.0, 0.5]
+    assert all(abs(a - b) <= 1e-15 for a, b in zip(lesson.naive_softmax(logits), reference_softmax(logits)))
+    with pytest.raises(OverflowError):
+        lesson.naive_softmax([1000.0, 999.0])
+    with pytest.raises(ZeroDivisionError):  # every exp underflows to 0.0, so the sum is 0
+        lesson.naive_softmax([-1000.0, -1001.0])
+
+
+@pytest.fixture(scope="module")
+def results():
+    return lesson.run(progress=False)
+
+
+def test_measured_noise_floor_is_the_closed_form_at_every_size_and_margin(results):
+    for margin in results["margins"]:
+        for n in results["sizes"]:
+            measured = results["mass"][f"m{margin:g}"][str(n)]
+            assert math.isclose(measured, lesson.closed_form_mass(n, margin), rel_tol=1e-12), (n, margin)
+    for n in results["sizes"]:  # one irrelevant token's weight in the m = noisy_margin row
+        expected = 1.0 / (n - 1 + math.exp(results["noisy_margin"]))
+        assert math.isclose(results["per_token"][str(n)], expected, rel_tol=1e-12), n
+    assert results["sizes"][-1] == 131072
+    assert results["closed_form_max_rel_error"] < 1e-12
+
+
+def test_noise_floor_rises_with_context_and_falls_with_margin(results):
+    masses = results["mass"]
+    for key, by_n in masses.items():
+        values = [by_n[str(n)] for n in results["sizes"]]
+        assert values == sorted(values) and values[0] < values[-1], key
+    for n in results["sizes"]:
+        values = [masses[f"m{m:g}"][str(n)] for m in results["margins"]]
+        assert values == sorted(values, reverse=True), n
+
+
+def test_noisy_irrelevant_logits_raise_the_floor_like_a_margin_cut_of_half_sigma_squared(results):
+    for n in results["sizes"]:
+        noisy, equal = results["noisy_mass"][str(n)], results["mass"][f"m{results['noisy_margin']:g}"][str(n)]
+        if n >= 1024:
+            assert noisy > equal, n  # Jensen: E[e^x] = e^{σ²/2} > 1 for x ~ N(0, σ²)
+        if n >= 8192:  # the sum of N − 1 log-normals concentrates: relative spread ≈ 1.3/√N < 1.5% here
+            assert math.isclose(noisy, results["noisy_mean_field"][str(n)], rel_tol=0.05), n
+
+
+def test_half_mass_size_is_where_the_irrelevant_tokens_take_over(results):
+    for margin in results["margins"][:3]:  # m = 15 would need a 3.3M-token row
+        n = results["half_mass_n"][f"m{margin:g}"]
+        assert lesson.irrelevant_mass([margin] + [0.0] * (n - 1)) > 0.5
+        assert lesson.irrelevant_mass([margin] + [0.0] * (n - 2)) <= 0.5
+
+
+def test_seed_002_arithmetic(results):
+    e = results["seed002"]
+    assert e["irrelevant_tokens"] == 127_999
+    assert math.isclose(e["claimed_total"], 1.27999, rel_tol=1e-12) and e["claimed_total"] > 1.0
+    assert math.isclose(e["tokens_for_claimed_total"], 12_000, rel_tol=1e-12)
+    assert math.isclose(e["max_equal_per_token"], 1 / 127_999, rel_tol=1e-15)
+    assert math.isclose(e["per_token_for_claimed_total"] * 127_999, 0.12, rel_tol=1e-12)
+    assert math.isclose(e["margin_for_claimed_total"], math.log(127_999 * 0.88 / 0.12), rel_tol=1e-15)
+    assert abs(e["measured_total_at_margin"] - 0.12) <= 1e-12  # measured on a real 128,000-logit row
+    assert math.isclose(e["measured_per_token_at_margin"], e["per_token_for_claimed_total"], rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("store", [float, lesson.to_float32], ids=["float64", "float32"])
+def test_underflow_gap_is_the_exact_boundary(store):
+    gap = lesson.underflow_gap(store)
+    assert store(reference_softmax([0.0, -gap])[1]) > 0.0
+    assert store(reference_softmax([0.0, -math.nextafter(gap, math.inf)])[1]) == 0.0
+
+
+def test_underflow_gaps_sit_at_the_smallest_subnormals():
+    # float64's smallest subnormal is 2^−1074, float32's 2^−149; a weight rounds to 0 below half of it
+    ln2 = math.log(2.0)
+    assert 1074 * ln2 <= lesson.underflow_gap() <= 1075 * ln2
+    assert 149 * ln2 <= lesson.underflow_gap(lesson.to_float32) <= 150 * ln2
+
+
+def test_exp_overflow_threshold_is_log_of_the_largest_float():
+    t = lesson.exp_overflow_threshold()
+    math.exp(t)
+    with pytest.raises(OverflowError):
+        math.exp(math.nextafter(t, math.inf))
+    assert math.isclose(t, math.log(sys.float_info.max), rel_tol=1e-15)
+
+
+def test_stability_section(results):
+    s = results["stability"]
+    assert (s["naive_big"], s["naive_small"]) == ("OverflowError", "ZeroDivisionError")
+    assert all(abs(a - b) <= 1e-15 for a, b in zip(s["stable_big"], s["stable_small"]))
+    assert s["stable_masked"][1] == 0.0 and s["masked_logits"] == "[1, -inf, 2]"
+
+
+def test_report_quotes_the_results(results):
+    text = lesson.report(results)
+    assert "128.0%" in text and "13.75" in text and "0.8561" in text
+    assert text == lesson.report(results)  # report is a pure function of the results
+
+
+def test_figure_is_written(results, tmp_path):
+    pytest.importorskip("matplotlib")
+    (path,) = lesson.figures(results, tmp_path)
+    assert path.name == "01-irrelevant-mass.png" and path.stat().st_size > 10_000

@@ -1,0 +1,291 @@
+"""Lesson 02: differential attention V1 and V2 (graded exercises 02.1 and 02.2) and the lesson's worked example.
+
+Graded tests call `impl.diff_weights_v1`, `impl.diff_attention_v1`, `impl.diff_attention_v2` and compare with
+`oracle_*` below: the formulas written out with plain loops and `math`, independent of diffattn, at tolerance 1e-12.
+Random inputs are seeded; hypothesis runs derandomised.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diffattn.errors import ConfigError
+from diffattn.experiments import lesson02_diff_attention as lesson
+from diffattn.experiments.lesson02_diff_attention import random_matrix
+from diffattn.pure.attention import diff_weights_v1, lambda_init, logit_difference_weights
+
+TOL = 1e-12
+PROPERTY = settings(derandomize=True, max_examples=60, deadline=None)
+
+
+# ---------------------------------------------------------------- the oracle: the formulas, written out
+
+
+def oracle_map(q, k, causal=False):
+    """softmax(q kᵀ/√d) row by row; with causal, query i sees keys j ≤ i + N_k − N_q."""
+    d, n_q, n_k = len(q[0]), len(q), len(k)
+    rows = []
+    for i in range(n_q):
+        seen = [j for j in range(n_k) if not causal or j <= i + n_k - n_q]
+        z = {j: sum(q[i][c] * k[j][c] for c in range(d)) / math.sqrt(d) for j in seen}
+        top = max(z.values())
+        e = {j: math.exp(z[j] - top) for j in seen}
+        total = sum(e.values())
+        rows.append([e[j] / total if j in e else 0.0 for j in range(n_k)])
+    return rows
+
+
+def oracle_v1_weights(q1, k1, q2, k2, lam, causal=False):
+    a1, a2 = oracle_map(q1, k1, causal), oracle_map(q2, k2, causal)
+    return [[a1[i][j] - lam * a2[i][j] for j in range(len(k1))] for i in range(len(q1))]
+
+
+def oracle_times(w, v):
+    return [[sum(w[i][j] * v[j][c] for j in range(len(v))) for c in range(len(v[0]))] for i in range(len(w))]
+
+
+def oracle_v2(q1, q2, k, v, lambda_logits, causal=False):
+    gates = [1.0 / (1.0 + math.exp(-x)) for x in lambda_logits]
+    a1, a2 = oracle_map(q1, k, causal), oracle_map(q2, k, causal)
+    w = [[a1[i][j] - gates[i] * a2[i][j] for j in range(len(k))] for i in range(len(q1))]
+    return oracle_times(w, v)
+
+
+def close(a, b, tol=TOL):
+    return len(a) == len(b) and all(len(ra) == len(rb) and all(abs(x - y) <= tol for x, y in zip(ra, rb))
+                                    for ra, rb in zip(a, b))
+
+
+def draw(seed, n_q, n_k, d, width_v, std=1.0):
+    """q1, k1, q2, k2 and v of the given shapes, seeded."""
+    rng = random.Random(seed)
+    q1, q2 = random_matrix(rng, n_q, d, std), random_matrix(rng, n_q, d, std)
+    k1, k2 = random_matrix(rng, n_k, d, std), random_matrix(rng, n_k, d, std)
+    return q1, k1, q2, k2, random_matrix(rng, n_k, width_v)
+
+
+SHAPES = [(6, 6, 8, False), (6, 6, 8, True), (3, 7, 4, True), (4, 9, 2, False), (1, 5, 16, True)]  # N_q, N_k, d, causal
+seeds = st.integers(0, 10_000)
+small = st.integers(1, 6)
+
+
+# ---------------------------------------------------------------- exercise 02.1: V1 weights (graded)
+
+
+@pytest.mark.grade("02.1", points=2)
+@PROPERTY
+@given(seeds, small, small, st.integers(1, 5), st.floats(-2.0, 2.0), st.booleans())
+def test_v1_rows_sum_to_one_minus_lambda(impl, seed, n_q, extra, d, lam, causal):
+    q1, k1, q2, k2, _ = draw(seed, n_q, n_q + extra - 1, d, 1)
+    for row in impl.diff_weights_v1(q1, k1, q2, k2, lam, causal):
+        assert abs(math.fsum(row) - (1.0 - lam)) <= TOL
+
+
+@pytest.mark.grade("02.1", points=0.5)
+@pytest.mark.parametrize("n_q, n_k, d, causal", SHAPES)
+def test_v1_weights_match_the_formula(impl, n_q, n_k, d, causal):
+    q1, k1, q2, k2, _ = draw(1, n_q, n_k, d, 1)
+    for lam in (0.8, 0.2, -0.3, 1.4):
+        assert close(impl.diff_weights_v1(q1, k1, q2, k2, lam, causal), oracle_v1_weights(q1, k1, q2, k2, lam, causal))
+
+
+@pytest.mark.grade("02.1", points=1)
+def test_v1_weights_go_negative_on_the_lesson_example(impl):
+    """Lesson 02's example (seed 0, N = 6, d = 8, λ = 0.8): a softmax could never give a negative weight."""
+    q1, k1, q2, k2, _ = lesson.example_inputs()
+    weights = impl.diff_weights_v1(q1, k1, q2, k2, lesson.LAM)
+    negatives = sum(w < 0 for row in weights for w in row)
+    assert negatives == sum(w < 0 for row in oracle_v1_weights(q1, k1, q2, k2, lesson.LAM) for w in row) > 0
+    assert close(weights, oracle_v1_weights(q1, k1, q2, k2, lesson.LAM))
+
+
+@pytest.mark.grade("02.1", points=0.5)
+@pytest.mark.parametrize("n_q, n_k", [(5, 5), (3, 6), (1, 4)])
+def test_v1_causal_mask_gives_future_keys_exactly_zero(impl, n_q, n_k):
+    q1, k1, q2, k2, _ = draw(2, n_q, n_k, 4, 1)
+    weights = impl.diff_weights_v1(q1, k1, q2, k2, 0.5, causal=True)
+    future = [weights[i][j] for i in range(n_q) for j in range(n_k) if j > i + n_k - n_q]
+    assert all(w == 0.0 for w in future), future
+    assert all(w != 0.0 for i in range(n_q) for j, w in enumerate(weights[i]) if j <= i + n_k - n_q)
+
+
+@pytest.mark.grade("02.1", points=1)
+def test_v1_rejects_what_it_cannot_compute(impl):
+    q1, k1, q2, k2, _ = draw(3, 3, 4, 2, 1)
+    for lam in (math.nan, math.inf):
+        with pytest.raises(ValueError):
+            impl.diff_weights_v1(q1, k1, q2, k2, lam)
+    with pytest.raises(ValueError):
+        impl.diff_weights_v1(q1, k1, q2[:2], k2, 0.5)  # the maps need the same queries count
+    with pytest.raises(ValueError):
+        impl.diff_weights_v1(q1, [row + [0.0] for row in k1], q2, k2, 0.5)  # keys wider than queries
+    with pytest.raises(ValueError):
+        impl.diff_weights_v1(q1 + q1, k1[:2], q2 + q2, k2[:2], 0.5, causal=True)  # N_q > N_k
+
+
+# ---------------------------------------------------------------- exercise 02.2: V1 and V2 outputs (graded)
+
+
+@pytest.mark.grade("02.2", points=0.5)
+@pytest.mark.parametrize("n_q, n_k, d, causal", SHAPES)
+def test_v1_output_matches_the_formula_and_is_2d_wide(impl, n_q, n_k, d, causal):
+    q1, k1, q2, k2, v = draw(4, n_q, n_k, d, 2 * d)
+    out = impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8, causal)
+    assert len(out) == n_q and all(len(row) == 2 * d for row in out)
+    assert close(out, oracle_times(oracle_v1_weights(q1, k1, q2, k2, 0.8, causal), v))
+
+
+@pytest.mark.grade("02.2", points=1)
+def test_v1_output_is_two_attention_passes_subtracted(impl):
+    """(A1 − λA2)v = A1 v − λ·A2 v: why kernels can run attention twice and subtract the outputs."""
+    q1, k1, q2, k2, v = draw(5, 6, 6, 4, 8)
+    first = impl.diff_attention_v1(q1, k1, q2, k2, v, 0.0, True)  # λ = 0: just A1 v
+    second = impl.diff_attention_v1(q2, k2, q1, k1, v, 0.0, True)  # the maps swapped: A2 v
+    for lam in (0.8, 0.35):
+        expected = [[a - lam * b for a, b in zip(ra, rb)] for ra, rb in zip(first, second)]
+        assert close(impl.diff_attention_v1(q1, k1, q2, k2, v, lam, True), expected)
+
+
+@pytest.mark.grade("02.2", points=1)
+def test_v1_values_must_be_2d_wide(impl):
+    q1, k1, q2, k2, v = draw(6, 3, 3, 4, 4)  # v only d wide: V1 has one value projection of width 2d
+    with pytest.raises(ValueError):
+        impl.diff_attention_v1(q1, k1, q2, k2, v, 0.5)
+    _, _, _, _, v = draw(6, 3, 2, 4, 8)  # 2d wide, but 2 values for 3 keys
+    with pytest.raises(ValueError):
+        impl.diff_attention_v1(q1, k1, q2, k2, v, 0.5)
+
+
+def ones_column(n, width, seed=7):
+    """Values whose last column is all ones: that output column is then each row's weight sum."""
+    v = random_matrix(random.Random(seed), n, width - 1)
+    return [row + [1.0] for row in v]
+
+
+@pytest.mark.grade("02.2", points=2)
+@PROPERTY
+@given(seeds, st.lists(st.floats(-6.0, 6.0), min_size=1, max_size=6), st.booleans())
+def test_v2_rows_sum_to_one_minus_sigmoid_of_each_tokens_lambda(impl, seed, lambda_logits, causal):
+    n = len(lambda_logits)
+    q1, k, q2, _, _ = draw(seed, n, n, 3, 1)
+    out = impl.diff_attention_v2(q1, q2, k, ones_column(n, 3), lambda_logits, causal)
+    for row, x in zip(out, lambda_logits):
+        assert abs(row[-1] - (1.0 - 1.0 / (1.0 + math.exp(-x)))) <= TOL
+
+
+@pytest.mark.grade("02.2", points=0.5)
+@pytest.mark.parametrize("n_q, n_k, d, causal", SHAPES)
+def test_v2_output_matches_the_formula_and_is_d_wide(impl, n_q, n_k, d, causal):
+    q1, k, q2, _, _ = draw(8, n_q, n_k, d, 1)
+    v = random_matrix(random.Random(9), n_k, d)
+    lambda_logits = [(-1.5 + 0.7 * i) for i in range(n_q)]
+    out = impl.diff_attention_v2(q1, q2, k, v, lambda_logits, causal)
+    assert len(out) == n_q and all(len(row) == d for row in out)
+    assert close(out, oracle_v2(q1, q2, k, v, lambda_logits, causal))
+    assert close(impl.diff_attention_v2(q1, q2, k, v, 0.3, causal), oracle_v2(q1, q2, k, v, [0.3] * n_q, causal))
+
+
+@pytest.mark.grade("02.2", points=1)
+def test_v2_causal_mask_gives_future_keys_exactly_zero(impl):
+    n = 6
+    q1, k, q2, _, _ = draw(10, n, n, n, 1)
+    identity = [[float(i == j) for j in range(n)] for i in range(n)]  # v = I (d = N): the output is the map itself
+    weights = impl.diff_attention_v2(q1, q2, k, identity, [0.5] * n, causal=True)
+    assert all(weights[i][j] == 0.0 for i in range(n) for j in range(i + 1, n))
+
+
+@pytest.mark.grade("02.2", points=1)
+def test_v2_with_identical_queries_is_scaled_ordinary_attention(impl):
+    """q1 = q2 makes both maps the same A (they share k), so the head is (1 − σ(λ_t))·A v, row by row."""
+    q, k, _, _, _ = draw(11, 5, 5, 4, 1)
+    v = random_matrix(random.Random(12), 5, 4)
+    lambda_logits = [-3.0, -0.5, 0.0, 1.0, 4.0]
+    plain = oracle_times(oracle_map(q, k, True), v)
+    out = impl.diff_attention_v2(q, q, k, v, lambda_logits, True)
+    for row, base, x in zip(out, plain, lambda_logits):
+        scale = 1.0 - 1.0 / (1.0 + math.exp(-x))
+        assert all(abs(a - scale * b) <= TOL for a, b in zip(row, base))
+
+
+@pytest.mark.grade("02.2", points=1)
+def test_v2_rejects_what_it_cannot_compute(impl):
+    q1, k, q2, _, _ = draw(13, 3, 3, 2, 1)
+    v = random_matrix(random.Random(14), 3, 2)
+    for bad in ([0.1, 0.2], [0.1, math.nan, 0.2], math.inf):
+        with pytest.raises(ValueError):
+            impl.diff_attention_v2(q1, q2, k, v, bad)
+    with pytest.raises(ValueError):
+        impl.diff_attention_v2(q1, q2[:2], k, v, [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError):
+        impl.diff_attention_v2(q1, q2, k, v[:2], [0.0, 0.0, 0.0])
+
+
+# ---------------------------------------------------------------- the reference and the lesson's numbers
+
+
+@pytest.fixture(scope="module")
+def results():
+    return lesson.run(progress=False)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(seeds, small, st.floats(-3.0, 3.0))
+def test_seed_003_formula_is_always_a_plain_distribution(seed, n, lam):
+    """softmax(z1 − λ·z2) is one softmax: rows sum to 1 and nothing is negative, for every λ and input."""
+    q1, k1, q2, k2, _ = draw(seed, n, n, 3, 1)
+    for row in logit_difference_weights(q1, k1, q2, k2, lam, causal=True):
+        assert abs(math.fsum(row) - 1.0) <= TOL and min(row) >= 0.0
+
+
+def test_worked_example_numbers(results):
+    cells = results["n"] ** 2
+    assert all(abs(s - (1 - results["lam"])) <= TOL for s in results["w_row_sums"])
+    assert 0 < results["w_negatives"] < cells and results["w_min"] < 0
+    assert results["linearity_max_abs_error"] <= 1e-14
+    assert all(abs(s - 1.0) <= TOL for s in results["seed003_row_sums"])
+    assert results["seed003_negatives"] == 0 and results["seed003_min"] > 0
+
+
+def test_v2_example_numbers(results):
+    for total, gate in zip(results["v2_row_sums"], results["v2_gates"]):
+        assert abs(total - (1.0 - gate)) <= TOL and 0.0 < total < 1.0
+    assert results["v2_future_zeros"] == results["n"] * (results["n"] - 1) // 2
+    assert all(rms <= sup < math.sqrt(2) for rms, sup in zip(results["v2_rms"], results["v2_rms_sup"]))
+
+
+def test_a_diff_head_shrinks_by_one_minus_lambda_only_when_its_maps_agree(results):
+    for lam, same, init, trained in zip(
+        results["shrink_lambdas"], results["shrink_identical"], results["shrink_init"], results["shrink_trained"]
+    ):
+        assert abs(same - (1.0 - lam)) <= TOL  # A2 = A1 exactly
+        assert abs(init - (1.0 - lam)) <= 0.01  # near-uniform maps, as at initialisation
+        assert abs(trained - (1.0 - lam)) > 0.1  # sharp, different maps: no fixed factor
+    assert results["init_map_max_abs_difference"] < 0.01
+
+
+def test_lambda_init_schedule_is_zero_based(results):
+    table = results["lambda_init"]
+    assert table["depths"][0] == 0 and table["zero_based"][0] == pytest.approx(0.2, abs=1e-15)
+    assert round(table["one_based_l_in_code_formula"][0], 4) == 0.3555 == round(lambda_init(1), 4)
+    assert table["zero_based"] == sorted(table["zero_based"]) and max(table["zero_based"]) < 0.8
+    with pytest.raises(ConfigError):
+        lambda_init(-1)
+
+
+def test_reference_refuses_maps_of_different_shapes():
+    q1, k1, q2, k2, _ = draw(15, 3, 4, 2, 1)
+    with pytest.raises(ConfigError, match="same number of keys"):
+        diff_weights_v1(q1, k1, q2, k2[:3], 0.5)
+
+
+def test_report_and_figure(results, tmp_path):
+    text = lesson.report(results)
+    assert f"{results['w_negatives']} of 36 weights are negative" in text and "0.3555" in text
+    pytest.importorskip("matplotlib")
+    (path,) = lesson.figures(results, tmp_path)
+    assert path.name == "02-effective-maps.png" and path.stat().st_size > 10_000

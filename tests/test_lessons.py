@@ -1,0 +1,121 @@
+"""Lessons say what the code computes.
+
+- every lesson 01+ follows the template (CONTRIBUTING.md) and links only to files that exist;
+- every tagged number and every output block agrees with outputs/numbers.json (lessontext.check_text);
+- outputs/numbers.json is what the experiments compute now (re-run here), so a code change cannot leave stale numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from diffattn import experiments
+from diffattn.cli import render_output
+from diffattn.lessontext import check_text, format_like, sync_text, tagged_keys
+from diffattn.results import load_numbers, numbers_path
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted(p for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if not p.name.startswith("00"))
+SECTIONS = ["What you will learn", "The problem", "The math", "Build it", "Run it", "Exercises", "Key terms",
+            "Further reading"]
+LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    return load_numbers()
+
+
+def test_every_registered_lesson_has_a_lesson_file():
+    written = {p.name[:2] for p in LESSONS}
+    assert set(experiments.LESSONS) <= written, f"lessons without a markdown file: {set(experiments.LESSONS) - written}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_follows_the_template(path: Path):
+    headings = [line[3:].strip() for line in path.read_text().splitlines() if line.startswith("## ")]
+    found = [s for s in SECTIONS if any(h.startswith(s) for h in headings)]
+    assert found == SECTIONS, f"{path.name}: missing or out of order: {[s for s in SECTIONS if s not in found]}"
+    order = [next(i for i, h in enumerate(headings) if h.startswith(s)) for s in SECTIONS]
+    assert order == sorted(order), f"{path.name}: template sections out of order"
+    assert path.read_text().startswith(f"# {path.name[:2]} "), f"{path.name}: the title must start with '# {path.name[:2]} '"
+
+
+@pytest.mark.parametrize("path", LESSONS + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"], ids=lambda p: p.name)
+def test_relative_links_resolve(path: Path):
+    prose = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)  # templates inside code fences are not links
+    missing = [target for target in LINK.findall(prose) if not (path.parent / target).exists()]
+    assert not missing, f"{path.name} links to missing files: {missing}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_numbers_match_outputs(path: Path, numbers):
+    problems = check_text(path, path.read_text(), numbers, render_output)
+    assert not problems, "\n".join(map(str, problems)) + "\n(run `make course`, review, then `make lessons-sync`)"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_quotes_its_own_numbers(path: Path):
+    """A lesson with an experiment quotes at least one of its numbers and shows its command's output."""
+    source = path.read_text()
+    number = path.name[:2]
+    if number not in experiments.LESSONS:
+        pytest.skip("no experiment module for this lesson")
+    assert any(k.startswith(f"{number}.") for k in tagged_keys(source)), f"{path.name} quotes no tagged number"
+    assert f"<!-- output: lesson {number} -->" in source, f"{path.name} has no `lesson {number}` output block"
+
+
+def _assert_close(fresh, saved, where="") -> None:
+    if isinstance(fresh, dict):
+        assert isinstance(saved, dict) and fresh.keys() == saved.keys(), f"{where}: keys differ"
+        for key in fresh:
+            _assert_close(fresh[key], saved[key], f"{where}.{key}")
+    elif isinstance(fresh, (list, tuple)):
+        assert isinstance(saved, list) and len(fresh) == len(saved), f"{where}: lengths differ"
+        for i, (a, b) in enumerate(zip(fresh, saved)):
+            _assert_close(a, b, f"{where}.{i}")
+    elif isinstance(fresh, float) and isinstance(saved, (int, float)):
+        assert math.isclose(fresh, saved, rel_tol=1e-6, abs_tol=1e-9), f"{where}: {fresh} now vs {saved} saved"
+    else:
+        assert fresh == saved, f"{where}: {fresh!r} now vs {saved!r} saved"
+
+
+@pytest.mark.parametrize("number", sorted(experiments.LESSONS))
+def test_outputs_are_fresh(number: str, numbers):
+    """Re-run the lesson's experiments: outputs/numbers.json must hold exactly what they compute today."""
+    module = experiments.load(number)
+    missing = experiments.missing_requirements(module)
+    if missing:
+        pytest.skip(f"needs {missing}")
+    assert number in numbers, f"lesson {number} missing from {numbers_path()}: run `make course`"
+    _assert_close(module.run(progress=False), numbers[number], number)
+
+
+@pytest.mark.parametrize(
+    "text, unit, value, expected",
+    [("0.853", "", 0.85312, "0.853"), ("4,194,688", "", 4194688, "4,194,688"), ("58.9", "M", 58_851_328, "58.9"),
+     ("128", "%", 1.27999, "128"), ("−0.50", "", -0.5, "−0.50"), ("0.0", "", -0.00001, "0.0"),
+     ("2.5", "GiB", 2.5 * 2**30, "2.5")],
+)
+def test_number_formats_follow_the_text(text, unit, value, expected):
+    assert format_like(text, unit, value) == expected
+
+
+def test_check_catches_a_stale_number_and_sync_fixes_it():
+    numbers = {"01": {"mass": 0.25, "nested": {"list": [1.5, 2.5]}}}
+    source = "mass 0.30<!--n 01.mass--> and 2.50<!--n 01.nested.list.1-->, 12.3 %<!--n 01.mass-->\n"
+    problems = check_text(Path("x.md"), source, numbers, lambda args: "")
+    assert [p.found for p in problems] == ["0.30", "12.3"]
+    fixed = sync_text(source, numbers, lambda args: "")
+    assert fixed == "mass 0.25<!--n 01.mass--> and 2.50<!--n 01.nested.list.1-->, 25.0 %<!--n 01.mass-->\n"
+    assert not check_text(Path("x.md"), fixed, numbers, lambda args: "")
+
+
+def test_check_reports_unknown_keys_and_stale_output_blocks():
+    source = "x 1.0<!--n 02.nope-->\n<!-- output: lesson 01 -->\n```text\nold\n```\n"
+    problems = check_text(Path("x.md"), source, {"01": {}}, lambda args: "new\n")
+    assert {p.expected for p in problems} == {"<missing key>", "<differs>"}
