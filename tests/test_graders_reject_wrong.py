@@ -1,8 +1,9 @@
 """The graded tests reject known-wrong implementations.
 
 Each tests/wrong/wNN_*.py replaces some reference functions (OVERRIDES) with a plausible mistake and names the
-exercises that must then lose points (LOSES). This test runs the real grader (`pytest -m graded --impl ...
---results-json`, i.e. `make grade`) with each one and reads the points from results.json.
+exercises that must then lose points (LOSES). The real grader (`pytest -m graded --impl=tests.wrong.<module>
+--results-json=...`, what `make grade` runs) grades each one on the test files of its lessons, in a separate process
+(tests/grading/regrade.py), and every case here reads its points back from the results.json it wrote.
 """
 
 from __future__ import annotations
@@ -13,56 +14,58 @@ import os
 import pkgutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import tests.wrong
 from tests.adapters import EXERCISES
+from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
 TORCH_LESSONS = {"05", "06", "07"}
 
 
-def _needs_torch(module: str) -> bool:
-    return any(exercise[:2] in TORCH_LESSONS for exercise in importlib.import_module(module).LOSES)
+def loses(module: str) -> tuple[str, ...]:
+    return tuple(importlib.import_module(module).LOSES)
 
 
-def grade(impl: str, exercises: tuple[str, ...], out: Path) -> dict:
-    """Run the grader on the graded tests of `exercises`' lessons; return {exercise: (points, max)}."""
-    lessons = sorted({e[:2] for e in exercises})
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
-               "graded and (" + " or ".join(f"ex{n}" for n in lessons) + ")",
-               "--impl", impl, "--results-json", str(out), "tests"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "code"), str(ROOT)])}
-    subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    report = json.loads(out.read_text())
-    points: dict[str, list[float]] = {}
-    for test in report["tests"]:
-        got, most = points.setdefault(test["tags"][0], [0.0, 0.0])
-        points[test["tags"][0]] = [got + test["score"], most + test["max_score"]]
-    return points
+def runnable(module: str) -> bool:
+    return HAS_TORCH or not any(e[:2] in TORCH_LESSONS for e in loses(module))
+
+
+def job(module: str, out: Path) -> dict:
+    """One grader run: the graded tests of the lessons whose exercises `module` should lose."""
+    lessons = sorted({e[:2] for e in loses(module)})
+    files = sorted(str(p.relative_to(ROOT)) for n in lessons for p in (ROOT / "tests").glob(f"test_{n}_*.py"))
+    marker = "graded and (" + " or ".join(f"ex{n}" for n in lessons) + ")"
+    return {"impl": module, "marker": marker, "files": files, "out": str(out)}
 
 
 @pytest.fixture(scope="module")
-def verdicts(tmp_path_factory) -> dict:
-    from tests.conftest import HAS_TORCH
-
-    runnable = [m for m in WRONG if HAS_TORCH or not _needs_torch(m)]
+def results(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("grades")
+    jobs = [job(m, folder / f"{m}.json") for m in WRONG if runnable(m)]
+    (folder / "jobs.json").write_text(json.dumps(jobs))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "code"), str(ROOT)])}
+    run = subprocess.run([sys.executable, "-m", "tests.grading.regrade", str(folder / "jobs.json")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder
 
-    def one(module: str):
-        loses = tuple(importlib.import_module(module).LOSES)
-        return module, loses, grade(module, loses, folder / f"{module}.json")
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {module: (loses, points) for module, loses, points in pool.map(one, runnable)}
+def points(results_json: Path) -> dict[str, list[float]]:
+    """{exercise: [points earned, points possible]} from a Gradescope results.json."""
+    totals: dict[str, list[float]] = {}
+    for test in json.loads(results_json.read_text())["tests"]:
+        got, most = totals.get(test["tags"][0], [0.0, 0.0])
+        totals[test["tags"][0]] = [got + test["score"], most + test["max_score"]]
+    return totals
 
 
 def test_every_graded_exercise_has_a_known_wrong_implementation():
-    covered = {e for m in WRONG for e in importlib.import_module(m).LOSES}
+    covered = {e for m in WRONG for e in loses(m)}
     assert set(EXERCISES) <= covered, f"exercises no wrong implementation exercises: {set(EXERCISES) - covered}"
 
 
@@ -75,10 +78,10 @@ def test_each_wrong_module_declares_real_exercises_and_overrides():
 
 
 @pytest.mark.parametrize("module", WRONG)
-def test_wrong_implementation_loses_points(module: str, verdicts: dict):
-    if module not in verdicts:
+def test_wrong_implementation_loses_points(module: str, results: Path):
+    if not runnable(module):
         pytest.skip("needs PyTorch")
-    loses, points = verdicts[module]
-    for exercise in loses:
-        got, most = points[exercise]
+    earned = points(results / f"{module}.json")
+    for exercise in loses(module):
+        got, most = earned[exercise]
         assert most > 0 and got < most, f"{module} still gets {got}/{most} points on exercise {exercise}"

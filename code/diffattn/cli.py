@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--head-dim", type=int, required=True, help="d, the query/key head width")
     acc.add_argument("--layers", type=int, required=True)
     acc.add_argument("--kv-heads", type=int, default=None, help="baseline KV heads (default: = heads, i.e. MHA)")
-    acc.add_argument("--ffn", type=int, default=None, help="SwiGLU hidden width (default: 8/3·hidden rounded to 64)")
+    acc.add_argument("--ffn", type=int, default=None, help="SwiGLU hidden width (default: 8/3·hidden rounded up to a multiple of 256, as LLaMA)")
     acc.add_argument("--vocab", type=int, default=None, help="vocabulary size for whole-model counts (default: none)")
     acc.add_argument("--context", type=int, default=131072, help="context length for KV-cache and FLOP columns")
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")

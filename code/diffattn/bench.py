@@ -1,0 +1,198 @@
+"""Benchmarks: timings are reported, never asserted (lesson 06, lesson 12, README "Benchmarks").
+
+    python -m diffattn bench                 CPU: attention ops + our V1 module vs Hugging Face DiffLlama
+    python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
+
+Attention-op TFLOP/s use the FlashAttention benchmark convention (perf-notes §6.1): forward = 2·B·H_q·S_q·S_k·
+(d_qk + d_v) FLOPs, halved when causal; forward+backward = 3.5 × forward. Each op is counted with the maps it
+actually computes, so V1's four-call path is charged for computing q kᵀ twice.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from diffattn.nn import functional as F
+from diffattn.nn.kernels import attention, split_value_attention
+
+
+@dataclass(frozen=True)
+class Shape:
+    batch: int
+    seq: int
+    heads: int  # baseline query heads h_base
+    head_dim: int  # d
+    kv_heads: int
+
+    @property
+    def d_model(self) -> int:
+        return self.heads * self.head_dim
+
+
+CPU_SHAPES = (Shape(2, 512, 8, 64, 8), Shape(1, 1024, 16, 64, 4))
+GPU_SHAPES = (Shape(8, 2048, 16, 128, 16), Shape(4, 4096, 16, 128, 4), Shape(16, 1024, 32, 64, 8))
+
+
+def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, iters: int = 10) -> float:
+    """Median seconds per call; CUDA work is synchronised before each clock read."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], Tensor], float]]:
+    """name -> (forward closure over fresh leaf tensors, forward FLOPs of the maps it computes).
+
+    baseline      h_base heads of (d, d)                       standard attention
+    baseline_2h   2·h_base query heads, same KV heads          the "same query width" Transformer V2 is matched to
+    diff_v1       h_base/2 heads, two calls with v of 2d       multihead_flashdiff_1 (needs d_v ≠ d support)
+    diff_v1_4call h_base/2 heads, v split into d-wide halves   multihead_flashdiff_2 (equal-dims kernels)
+    diff_v2       2·h_base query heads, one GQA call + λ mix   multihead_flashdiffv2
+    """
+    g = torch.Generator(device="cpu").manual_seed(0)
+
+    def leaf(*shape: int) -> Tensor:
+        return torch.randn(shape, generator=g).to(device=device, dtype=dtype).requires_grad_()
+
+    b, n, h, d, h_kv = s.batch, s.seq, s.heads, s.head_dim, s.kv_heads
+    causal_pairs = n * (n + 1) / 2  # (query, key) pairs a causal map scores
+
+    def flops(maps: int, d_v: int) -> float:
+        return 2.0 * b * maps * causal_pairs * (d + d_v)
+
+    q, k, v = leaf(b, n, h, d), leaf(b, n, h_kv, d), leaf(b, n, h_kv, d)
+    q2h = leaf(b, n, 2 * h, d)
+    lam = leaf(b, n, h)
+    v1_q1, v1_q2 = leaf(b, n, h // 2, d), leaf(b, n, h // 2, d)
+    v1_k1, v1_k2 = leaf(b, n, max(h_kv // 2, 1), d), leaf(b, n, max(h_kv // 2, 1), d)
+    v1_v = leaf(b, n, max(h_kv // 2, 1), 2 * d)
+    lam_v1 = torch.tensor(0.8, device=device, dtype=dtype)
+
+    def v1(path: Callable[..., Tensor]) -> Callable[[], Tensor]:
+        return lambda: path(v1_q1, v1_k1, v1_v) - lam_v1 * path(v1_q2, v1_k2, v1_v)
+
+    return {
+        "baseline": (lambda: attention(q, k, v), flops(h, d)),
+        "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d)),
+        "diff_v1": (v1(attention), flops(h, 2 * d)),
+        "diff_v1_4call": (v1(split_value_attention), flops(2 * h, d)),
+        "diff_v2": (lambda: F.diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d)),
+    }
+
+
+def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: torch.dtype, iters: int) -> list[dict]:
+    rows = []
+    for s in shapes:
+        for name, (forward, fwd_flops) in attention_ops(s, device, dtype).items():
+            fwd = time_call(lambda: forward(), device, iters=iters)
+            both = time_call(lambda: forward().sum().backward(), device, iters=iters)
+            rows.append({
+                "shape": vars(s), "op": name, "fwd_ms": fwd * 1e3, "fwd_bwd_ms": both * 1e3,
+                "fwd_tflops": fwd_flops / fwd / 1e12, "fwd_bwd_tflops": 3.5 * fwd_flops / both / 1e12,
+            })
+    return rows
+
+
+def bench_vs_hf_diffllama(s: Shape, iters: int) -> dict:
+    """Forward+backward of our DiffAttentionV1 vs transformers' DiffLlamaAttention on the same config (CPU, fp32).
+
+    Same d_model, d, λ parameters and causal masking; HF counts heads as d-wide Q/K heads (2× ours) and runs two
+    SDPA calls over all of them with V split in halves. transformers is a dev-only comparison, never a dependency.
+    """
+    try:
+        from transformers import DiffLlamaConfig
+        from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
+    except ImportError:
+        return {"skipped": "transformers is not installed (pip install transformers)"}
+    from diffattn.nn.attention import DiffAttentionV1
+    from diffattn.nn.rope import rope_cos_sin
+
+    torch.manual_seed(0)
+    config = DiffLlamaConfig(hidden_size=s.d_model, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
+                             head_dim=s.head_dim, max_position_embeddings=s.seq, attention_dropout=0.0)
+    config._attn_implementation = "sdpa"
+    theirs = DiffLlamaAttention(config, layer_idx=0)
+    ours = DiffAttentionV1(s.d_model, depth=0, num_heads=s.heads // 2, num_kv_heads=s.kv_heads // 2)
+    x = torch.randn(s.batch, s.seq, s.d_model, requires_grad=True)
+    positions = torch.arange(s.seq)[None]
+    hf_rope = DiffLlamaRotaryEmbedding(config)(x, positions)
+    our_rope = rope_cos_sin((0, s.seq), s.head_dim)
+
+    def hf_step() -> None:
+        theirs(x, position_embeddings=hf_rope, attention_mask=None)[0].sum().backward()
+
+    def our_step() -> None:
+        ours(x, our_rope).sum().backward()
+
+    cpu = torch.device("cpu")
+    hf_s, our_s = time_call(hf_step, cpu, iters=iters), time_call(our_step, cpu, iters=iters)
+    import transformers
+
+    return {"shape": vars(s), "transformers": transformers.__version__, "hf_fwd_bwd_ms": hf_s * 1e3,
+            "ours_fwd_bwd_ms": our_s * 1e3, "speedup_vs_hf": hf_s / our_s}
+
+
+def calibrate(device: torch.device) -> dict:
+    """Practical ceilings on CUDA: device-to-device copy bandwidth and an 8192³ bf16 GEMM on random data."""
+    n_bytes = 1 << 30
+    src = torch.empty(n_bytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    copy_s = time_call(lambda: dst.copy_(src), device, iters=20)
+    a, b = (torch.randn(8192, 8192, device=device, dtype=torch.bfloat16) for _ in range(2))
+    gemm_s = time_call(lambda: a @ b, device, iters=20)
+    return {"copy_GBps": 2 * n_bytes / copy_s / 1e9, "bf16_gemm_tflops": 2 * 8192**3 / gemm_s / 1e12,
+            "cudnn_version": torch.backends.cudnn.version()}
+
+
+def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True) -> dict:
+    dev = torch.device(device)
+    iters = 3 if quick else 10
+    info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if dev.type == "cuda":
+        info["calibration"] = calibrate(dev)
+        shapes, dtype = GPU_SHAPES, torch.bfloat16
+    else:
+        shapes, dtype = CPU_SHAPES, torch.float32
+    info["dtype"] = str(dtype).removeprefix("torch.")
+    info["attention_ops"] = bench_attention_ops(shapes[:1] if quick else shapes, dev, dtype, iters)
+    if vs_hf and dev.type == "cpu":
+        info["vs_hf_diffllama"] = [bench_vs_hf_diffllama(s, iters) for s in CPU_SHAPES]
+    return info
+
+
+def format_report(info: dict) -> str:
+    lines = [f"device {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} threads"]
+    if "calibration" in info:
+        c = info["calibration"]
+        lines.append(f"calibration: copy {c['copy_GBps']:.0f} GB/s · bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
+    lines.append(f"{'shape (B,S,h,d,h_kv)':<24}{'op':<15}{'fwd ms':>9}{'fwd+bwd ms':>12}{'fwd TF/s':>10}{'f+b TF/s':>10}")
+    for r in info["attention_ops"]:
+        s = r["shape"]
+        shape = f"{s['batch']},{s['seq']},{s['heads']},{s['head_dim']},{s['kv_heads']}"
+        lines.append(f"{shape:<24}{r['op']:<15}{r['fwd_ms']:>9.2f}{r['fwd_bwd_ms']:>12.2f}"
+                     f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}")
+    for r in info.get("vs_hf_diffllama", []):
+        if "skipped" in r:
+            lines.append(f"vs HF DiffLlama: skipped ({r['skipped']})")
+            continue
+        s = r["shape"]
+        lines.append(f"V1 fwd+bwd vs HF DiffLlamaAttention (transformers {r['transformers']}), B={s['batch']} "
+                     f"S={s['seq']} d_model={s['heads'] * s['head_dim']}: ours {r['ours_fwd_bwd_ms']:.1f} ms, "
+                     f"HF {r['hf_fwd_bwd_ms']:.1f} ms, ours is {r['speedup_vs_hf']:.2f}× as fast")
+    return "\n".join(lines)

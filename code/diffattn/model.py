@@ -1,0 +1,240 @@
+"""Lesson 07: a small GPT whose attention layer is the baseline, DIFF V1 or DIFF V2.
+
+    x_0     = E[tokens]                                          (b, N, d_model); E is also the output head (tied)
+    y_l     = x_l + Attn_l(RMSNorm(x_l), rope, cache_l)           pre-norm residual blocks, no biases, no dropout
+    x_{l+1} = y_l + SwiGLU(RMSNorm(y_l))                          SwiGLU(x) = W_down(silu(W_gate x) ⊙ W_up x)
+    logits  = RMSNorm(x_L) Eᵀ                                     (b, N, vocab)
+
+`GPTConfig.n_head` is always the *baseline* head count h_base; the variant decides how the attention layer spends it
+(the parameter matching of lesson 04, now as real modules, see `matched_configs`):
+
+    baseline     h_base heads of d, h_kv KV heads                   MultiheadAttention(d_model, h_base, h_kv, d)
+    diff_v1      h_base/2 differential heads: Q/K width d, V width 2d   DiffAttentionV1(d_model, depth, h_base/2, h_kv/2)
+                 same projections as the baseline, + 4d (λ vectors) + 2d (subln weight) per layer
+    diff_v2      2·h_base query heads, h_base output heads, h_kv KV heads   DiffAttentionV2(d_model, h_base, h_kv, d)
+                 baseline + d_model·h·d (second half of W_Q) + d_model·h (W_λ) per layer
+
+V2 is compared against two baselines: the same-heads baseline above and the same-query-width baseline
+(`baseline` with 2·h_base heads of d and the same h_kv KV heads), which has V2's W_Q but a W_O twice as wide.
+
+Embeddings are tied by default (`tie_embeddings=True`, as in GPT-2 and nanoGPT): with a real tokenizer's vocabulary,
+vocab·d_model is the largest matrix of a small model, and sharing it cannot favour a variant, since the variants
+differ only inside attention. `tie_embeddings=False` gives the LLaMA-style untied head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from diffattn.errors import require, require_positive
+from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2, MultiheadAttention, state_dict_variant
+from diffattn.nn.cache import KVCache
+from diffattn.nn.kernels import BACKENDS
+from diffattn.nn.norm import RMSNorm
+from diffattn.nn.rope import rope_cos_sin
+from diffattn.pure.accounting import swiglu_width
+
+VARIANTS = ("baseline", "diff_v1", "diff_v2")
+# SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
+# that would give 256 = 4·d_model, so small models round to 64 instead (64 → 192, 128 → 384, 768 → 2048).
+FFN_MULTIPLE_OF = 64
+# nn.attention names each module class; the model names the variant.
+MODULE_VARIANTS = {MultiheadAttention.VARIANT: "baseline", DiffAttentionV1.VARIANT: "diff_v1",
+                   DiffAttentionV2.VARIANT: "diff_v2"}
+
+
+@dataclass
+class GPTConfig:
+    """Everything that fixes a model's shape. `None` fields are filled in at construction (so a config prints fully):
+    n_kv_head → n_head (MHA), head_dim → d_model // n_head, ffn_hidden → swiglu_width(d_model, FFN_MULTIPLE_OF)."""
+
+    vocab_size: int = 256
+    n_layer: int = 4
+    d_model: int = 128
+    n_head: int = 4  # h_base, the baseline's head count, for every variant
+    n_kv_head: int | None = None  # h_kv of the baseline; V1 uses h_kv/2 KV heads of (K: 2 slots of d, V: 2d)
+    head_dim: int | None = None  # d, the query/key width of one head
+    attention: str = "baseline"
+    ffn_hidden: int | None = None
+    max_seq_len: int = 256
+    rope_base: float = 10000.0
+    tie_embeddings: bool = True
+    backend: str = "auto"
+    norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        require(self.attention in VARIANTS, f"attention must be one of {', '.join(VARIANTS)} (got {self.attention!r})")
+        require(self.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
+        require_positive(vocab_size=self.vocab_size, n_layer=self.n_layer, d_model=self.d_model, n_head=self.n_head,
+                         max_seq_len=self.max_seq_len, rope_base=self.rope_base, norm_eps=self.norm_eps)
+        if self.n_kv_head is None:
+            self.n_kv_head = self.n_head
+        if self.head_dim is None:
+            require(self.d_model % self.n_head == 0,
+                    f"d_model must be divisible by n_head when head_dim is not given (got {self.d_model} and {self.n_head})")
+            self.head_dim = self.d_model // self.n_head
+        if self.ffn_hidden is None:
+            self.ffn_hidden = swiglu_width(self.d_model, FFN_MULTIPLE_OF)
+        require_positive(n_kv_head=self.n_kv_head, head_dim=self.head_dim, ffn_hidden=self.ffn_hidden)
+        require(self.n_head % self.n_kv_head == 0,
+                f"n_head must be a multiple of n_kv_head (GQA groups; got {self.n_head} and {self.n_kv_head})")
+        require(self.head_dim % 2 == 0, f"head_dim must be even: RoPE rotates pairs of dimensions (got {self.head_dim})")
+        if self.attention == "diff_v1":
+            require(self.n_head % 2 == 0 and self.n_kv_head % 2 == 0,
+                    f"diff_v1 uses n_head/2 differential heads and n_kv_head/2 KV heads: both must be even "
+                    f"(got n_head={self.n_head}, n_kv_head={self.n_kv_head})")
+            require(self.n_head * self.head_dim == self.d_model,
+                    f"diff_v1 splits d_model into n_head/2 heads of 2·head_dim: needs n_head·head_dim == d_model "
+                    f"(got {self.n_head}·{self.head_dim} != {self.d_model})")
+
+
+def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
+    """The four models lesson 07 compares, all built around one baseline (h_base heads of d, h_kv KV heads).
+
+    `baseline_2h` is the same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads.
+    """
+    return {
+        "baseline": replace(base, attention="baseline"),
+        "baseline_2h": replace(base, attention="baseline", n_head=2 * base.n_head),
+        "diff_v1": replace(base, attention="diff_v1"),
+        "diff_v2": replace(base, attention="diff_v2"),
+    }
+
+
+def attention_layer(config: GPTConfig, depth: int) -> nn.Module:
+    """The attention module of block `depth` (0-based; DIFF V1's λ_init(depth) schedule depends on it)."""
+    if config.attention == "diff_v1":
+        return DiffAttentionV1(config.d_model, depth, config.n_head // 2, config.n_kv_head // 2, backend=config.backend)
+    if config.attention == "diff_v2":
+        return DiffAttentionV2(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
+    return MultiheadAttention(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.w_gate = nn.Linear(d_model, hidden, bias=False)
+        self.w_up = nn.Linear(d_model, hidden, bias=False)
+        self.w_down = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))  # (b, N, hidden) gate ⊙ value → (b, N, d_model)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig, depth: int):
+        super().__init__()
+        self.attn_norm = RMSNorm(config.d_model, eps=config.norm_eps)
+        self.attn = attention_layer(config, depth)
+        self.ffn_norm = RMSNorm(config.d_model, eps=config.norm_eps)
+        self.ffn = SwiGLU(config.d_model, config.ffn_hidden)
+
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None = None) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), rope, cache)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(Block(config, depth) for depth in range(config.n_layer))
+        self.norm = RMSNorm(config.d_model, eps=config.norm_eps)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.apply(_init_weights)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty KV cache per block, for `forward(..., caches)` and `diffattn.generate`."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens: Tensor, caches: Sequence[KVCache] | None = None) -> Tensor:
+        """tokens (b, N) int64 → logits (b, N, vocab).
+
+        With `caches`, `tokens` continue the sequence the caches hold: they sit at positions len(cache) … len+N−1,
+        each block appends their K/V to its cache and attends over cached + new keys (causal, bottom-right aligned).
+        """
+        start = self._check_input(tokens, caches)
+        x = self.tok_emb(tokens)  # (b, N, d_model)
+        # cos, sin: (N, d/2) for positions start … start+N−1, kept in ≥ fp32 even for a bf16 model (angles grow with p)
+        rope = rope_cos_sin((start, tokens.shape[1]), self.config.head_dim, base=self.config.rope_base,
+                            device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope, None if caches is None else caches[i])
+        return self.lm_head(self.norm(x))
+
+    def _check_input(self, tokens: Tensor, caches: Sequence[KVCache] | None) -> int:
+        """Bad input fails here with a one-line ConfigError instead of deep inside a kernel; returns the start position."""
+        require(tokens.dim() == 2, f"tokens must be (batch, seq) (got shape {tuple(tokens.shape)})")
+        require(not tokens.is_floating_point() and not tokens.is_complex() and tokens.dtype != torch.bool,
+                f"tokens must be an integer tensor (got {tokens.dtype})")
+        device = self.tok_emb.weight.device
+        require(tokens.device == device, f"tokens are on {tokens.device} but the model is on {device}")
+        require(tokens.numel() > 0, "tokens must hold at least one token")
+        require(bool(((tokens >= 0) & (tokens < self.config.vocab_size)).all()),
+                f"token ids must lie in [0, {self.config.vocab_size}) (got {int(tokens.min())} … {int(tokens.max())})")
+        start = 0
+        if caches is not None:
+            require(len(caches) == len(self.blocks), f"need one KV cache per block: {len(self.blocks)}, got {len(caches)}")
+            start = len(caches[0])
+        end = start + tokens.shape[1]
+        require(end <= self.config.max_seq_len,
+                f"positions {start} … {end - 1} exceed max_seq_len {self.config.max_seq_len}")
+        return start
+
+    def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True, assign: bool = False):
+        """`nn.Module.load_state_dict`, but a checkpoint of another variant or shape fails with one line naming it."""
+        check_checkpoint(self, state_dict, strict)
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """N(0, 0.02) for every Linear and the embedding (GPT-2): the tied head then starts with logits ≈ 0, loss ≈ ln V.
+    DIFF V1's λ vectors are plain Parameters, so they keep their own N(0, 0.1²) init."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def checkpoint_variant(state_dict: Mapping[str, Tensor]) -> str | None:
+    """Which attention variant a GPT state dict was saved from (None if it has no first block), read off the
+    parameter names only that variant's attention module has (`diffattn.nn.attention.state_dict_variant`)."""
+    prefix = "blocks.0.attn."
+    found = state_dict_variant(key[len(prefix):] for key in state_dict if key.startswith(prefix))
+    return MODULE_VARIANTS.get(found)
+
+
+def check_checkpoint(model: GPT, state_dict: Mapping[str, Tensor], strict: bool = True) -> None:
+    """Raise ConfigError unless `state_dict` fits `model`: same variant, same tensor shapes, same keys (if strict)."""
+    found, expected = checkpoint_variant(state_dict), model.config.attention
+    require(found in (None, expected), f"checkpoint is a {found} model but this GPT has attention={expected!r}")
+    own = model.state_dict()
+    for key, value in state_dict.items():
+        if key in own:
+            require(tuple(value.shape) == tuple(own[key].shape),
+                    f"checkpoint {key} has shape {tuple(value.shape)}, this model's is {tuple(own[key].shape)}: "
+                    f"the configs differ (heads, KV heads, head_dim, d_model or vocab)")
+    if strict:
+        missing, unexpected = sorted(set(own) - set(state_dict)), sorted(set(state_dict) - set(own))
+        require(not missing and not unexpected,
+                f"checkpoint keys differ from this model's (n_layer or tie_embeddings?): "
+                f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+
+
+def parameter_breakdown(model: GPT) -> dict[str, int]:
+    """Parameter counts by part; a tied output head is counted once (under embedding)."""
+    parts = {"embedding": 0, "attention": 0, "ffn": 0, "norms": 0, "lm_head": 0}
+    for name, p in model.named_parameters():  # named_parameters yields a tied weight once
+        part = name.split(".")[2] if name.startswith("blocks.") else name.split(".")[0]
+        key = {"tok_emb": "embedding", "attn": "attention", "ffn": "ffn", "lm_head": "lm_head"}.get(part, "norms")
+        parts[key] += p.numel()
+    parts["attention_per_layer"] = parts["attention"] // model.config.n_layer
+    parts["total"] = sum(p.numel() for p in model.parameters())
+    return parts
+

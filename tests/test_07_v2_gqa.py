@@ -1,0 +1,140 @@
+"""Exercise 07.1 (graded): DIFF V2 with GQA, the seed-002 exercise "8 KV heads, 32 heads".
+
+32 output heads means 2h = 64 query heads over h_kv = 8 KV heads (GQA groups of 8 query heads). The tests check:
+the group map, that pairs (2i, 2i+1) never straddle a group, the output against an independent float64 reference
+(diffattn.pure, one head pair at a time), which KV head each output head reads, and a token-by-token decode loop
+over a KV cache of exactly the baseline GQA model's size. Tolerance: atol 1e-5 on float32 inputs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from diffattn import pure  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+HEADS, KV_HEADS, HEAD_DIM = 32, 8, 4  # the exercise's config: h = 32 output heads, 2h = 64 query heads, d tiny
+ATOL = 1e-5
+
+
+def random_inputs(batch, n_q, n_k, q_heads, kv_heads, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, n_q, q_heads, d, generator=g)
+    k = torch.randn(batch, n_k, kv_heads, d, generator=g)
+    v = torch.randn(batch, n_k, kv_heads, d, generator=g)
+    lam = 2.0 * torch.randn(batch, n_q, q_heads // 2, generator=g)  # σ(λ) spread over (0, 1), not stuck at 0.5
+    return q, k, v, lam
+
+
+def reference(q, k, v, lam, causal):
+    """Independent float64 answer: the stdlib diff_attention_v2 per (batch, pair), KV head = 2i·h_kv // 2h."""
+    batch, n_q, q_heads, d = q.shape
+    kv_heads = k.shape[2]
+    out = torch.zeros(batch, n_q, q_heads // 2, d, dtype=torch.float64)
+    for b in range(batch):
+        for i in range(q_heads // 2):
+            j = (2 * i) * kv_heads // q_heads
+            rows = pure.diff_attention_v2(q[b, :, 2 * i].tolist(), q[b, :, 2 * i + 1].tolist(), k[b, :, j].tolist(),
+                                          v[b, :, j].tolist(), lam[b, :, i].tolist(), causal)
+            out[b, :, i] = torch.tensor(rows, dtype=torch.float64)
+    return out
+
+
+def assert_matches(actual, expected):
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    torch.testing.assert_close(actual.double(), expected, atol=ATOL, rtol=0)
+
+
+@pytest.mark.grade("07.1", points=2)
+def test_query_head_groups_for_64_query_heads_over_8_kv_heads(impl):
+    assert impl.query_head_groups(2 * HEADS, KV_HEADS) == [i // 8 for i in range(2 * HEADS)]
+    assert impl.query_head_groups(8, 2) == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert impl.query_head_groups(6, 6) == list(range(6))  # MHA: every query head has its own KV head
+    assert impl.query_head_groups(4, 1) == [0, 0, 0, 0]  # MQA
+
+
+@pytest.mark.grade("07.1", points=0.5)
+@pytest.mark.parametrize("q_heads, kv_heads", [(6, 4), (8, 3), (4, 0), (0, 2)])
+def test_query_head_groups_rejects_impossible_groupings(impl, q_heads, kv_heads):
+    with pytest.raises(ValueError):
+        impl.query_head_groups(q_heads, kv_heads)
+
+
+@pytest.mark.grade("07.1", points=2)
+def test_pairs_never_cross_a_gqa_group(impl):
+    for q_heads, kv_heads in [(2 * HEADS, KV_HEADS), (2 * HEADS, 2 * HEADS // 2), (16, 4), (8, 1), (12, 3)]:
+        groups = impl.query_head_groups(q_heads, kv_heads)
+        assert all(groups[2 * i] == groups[2 * i + 1] for i in range(q_heads // 2)), (q_heads, kv_heads, groups)
+    for q_heads, kv_heads in [(12, 4), (6, 6)]:  # groups of 3 or 1 query heads: some pair would span two KV heads
+        q, k, v, lam = random_inputs(1, 2, 2, q_heads, kv_heads, HEAD_DIM)
+        with pytest.raises(ValueError):
+            impl.diff_v2_gqa_attention(q, k, v, lam)
+
+
+@pytest.mark.grade("07.1", points=2)
+@pytest.mark.parametrize("n_q, n_k, causal", [(5, 5, True), (5, 5, False), (3, 6, True)])
+def test_output_matches_an_independent_reference(impl, n_q, n_k, causal):
+    q, k, v, lam = random_inputs(2, n_q, n_k, 2 * HEADS, KV_HEADS, HEAD_DIM, seed=n_q + n_k)
+    assert_matches(impl.diff_v2_gqa_attention(q, k, v, lam, causal=causal), reference(q, k, v, lam, causal))
+
+
+@pytest.mark.grade("07.1", points=2)
+def test_each_output_head_reads_only_its_own_kv_head(impl):
+    """Changing KV head j must change exactly the output heads whose pair lives in group j (4 of the 32)."""
+    q, k, v, lam = random_inputs(1, 4, 4, 2 * HEADS, KV_HEADS, HEAD_DIM, seed=7)
+    before = impl.diff_v2_gqa_attention(q, k, v, lam)
+    for j in range(KV_HEADS):
+        k2, v2 = k.clone(), v.clone()
+        k2[:, :, j] += 1.0
+        v2[:, :, j] += 1.0
+        changed = (impl.diff_v2_gqa_attention(q, k2, v2, lam) - before).abs().amax(dim=(0, 1, 3)) > 1e-6
+        expected = [(2 * i) * KV_HEADS // (2 * HEADS) == j for i in range(HEADS)]
+        assert changed.tolist() == expected, f"KV head {j} changed output heads {changed.nonzero().flatten().tolist()}"
+
+
+@pytest.mark.grade("07.1", points=3)
+@settings(max_examples=20, deadline=None)
+@given(kv_heads=st.integers(1, 3), half_group=st.integers(1, 3), n_q=st.integers(1, 4), extra_keys=st.integers(0, 3),
+       d=st.sampled_from([2, 4]), seed=st.integers(0, 2**16))
+def test_matches_the_reference_for_any_valid_grouping(impl, kv_heads, half_group, n_q, extra_keys, d, seed):
+    q_heads = kv_heads * 2 * half_group  # even group size: every pair stays inside one group
+    q, k, v, lam = random_inputs(1, n_q, n_q + extra_keys, q_heads, kv_heads, d, seed)
+    assert_matches(impl.diff_v2_gqa_attention(q, k, v, lam, causal=True), reference(q, k, v, lam, True))
+
+
+@pytest.mark.grade("07.1", points=3)
+def test_decoding_over_a_baseline_sized_kv_cache(impl):
+    """A one-layer V2 with 32 heads decodes token by token over a cache of 8 KV heads of d.
+
+    Every step's output must equal the full causal pass (a single new query sees every cached key), and the cache
+    tensors hold exactly what lesson 04's accounting says the baseline (8 KV, 32 heads) model caches: V2 adds query
+    heads, never KV heads.
+    """
+    from diffattn.nn.cache import KVCache
+    from diffattn.pure.accounting import kv_cache_bytes_per_token
+
+    g = torch.Generator().manual_seed(3)
+    d_model, steps = 16, 6
+    x = torch.randn(1, steps, d_model, generator=g)
+    w_q = torch.randn(d_model, 2 * HEADS * HEAD_DIM, generator=g) / d_model**0.5  # 2h query heads
+    w_k, w_v = (torch.randn(d_model, KV_HEADS * HEAD_DIM, generator=g) / d_model**0.5 for _ in range(2))
+    w_lam = torch.randn(d_model, HEADS, generator=g)
+
+    def heads(t, w, n):  # (1, T, d_model) @ (d_model, n·d) → (1, T, n, d)
+        return (t @ w).view(1, t.shape[1], n, HEAD_DIM)
+
+    cache, outputs = KVCache(), []
+    for t in range(steps):
+        xt = x[:, t:t + 1]
+        k_all, v_all = cache.update(heads(xt, w_k, KV_HEADS), heads(xt, w_v, KV_HEADS))  # (1, t+1, 8, d)
+        outputs.append(impl.diff_v2_gqa_attention(heads(xt, w_q, 2 * HEADS), k_all, v_all, xt @ w_lam, causal=True))
+
+    full = reference(heads(x, w_q, 2 * HEADS), heads(x, w_k, KV_HEADS), heads(x, w_v, KV_HEADS), x @ w_lam, True)
+    assert_matches(torch.cat(outputs, dim=1), full)
+    measured = sum(t.numel() * t.element_size() for t in (cache.k, cache.v))
+    baseline = kv_cache_bytes_per_token("baseline", 1, HEADS, HEAD_DIM, KV_HEADS, bytes_per_value=4) * steps
+    assert measured == baseline

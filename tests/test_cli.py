@@ -1,0 +1,104 @@
+"""The command line on bad input: one line `error: <constraint>` on stderr, nothing on stdout, exit code 2, no traceback.
+
+Every case runs `python -m diffattn ...` in a subprocess with only PYTHONPATH=code set, exactly as a learner would,
+for each stdlib command (accounting, lesson, course, lessons). Library calls must raise ConfigError (a ValueError)
+carrying the same message the CLI prints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diffattn.errors import ConfigError
+from diffattn.pure import accounting
+
+ROOT = Path(__file__).resolve().parents[1]
+SEVEN_B = ["--hidden", "4096", "--heads", "32", "--head-dim", "128", "--layers", "32"]
+
+
+def diffattn(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "diffattn", *args], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "code")},
+                          capture_output=True, text=True, timeout=60)
+
+
+def assert_one_line_error(run: subprocess.CompletedProcess, fragment: str) -> str:
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert run.stdout == ""
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith("error: ") and fragment in lines[0], lines[0]
+    return lines[0].removeprefix("error: ")
+
+
+# (CLI overrides of the 7B shape, ModelConfig keyword arguments, the constraint the message must name)
+BAD_MODELS = [
+    (["--hidden", "0"], dict(hidden=0), "hidden must be > 0"),
+    (["--heads", "-4"], dict(heads=-4), "heads must be > 0"),
+    (["--head-dim", "0"], dict(head_dim=0), "head_dim must be > 0"),
+    (["--layers", "0"], dict(layers=0), "layers must be > 0"),
+    (["--kv-heads", "0"], dict(kv_heads=0), "kv_heads must be > 0"),
+    (["--ffn", "-1"], dict(ffn=-1), "ffn must be > 0"),
+    (["--vocab", "0"], dict(vocab=0), "vocab must be > 0"),
+    (["--heads", "3"], dict(heads=3), "heads must divide hidden"),
+    (["--head-dim", "64"], dict(head_dim=64), "heads × head_dim must equal hidden"),
+    (["--kv-heads", "5"], dict(kv_heads=5), "kv_heads must divide heads"),
+    (["--kv-heads", "64"], dict(kv_heads=64), "kv_heads must divide heads"),
+    (["--hidden", "3968", "--heads", "31"], dict(hidden=3968, heads=31), "DIFF V1 needs an even number of heads"),
+    (["--kv-heads", "1"], dict(kv_heads=1), "DIFF V1 needs an even kv_heads"),
+]
+
+
+@pytest.mark.parametrize("cli, kwargs, constraint", BAD_MODELS, ids=[c for _, _, c in BAD_MODELS])
+def test_accounting_rejects_bad_models_like_the_library(cli, kwargs, constraint):
+    message = assert_one_line_error(diffattn("accounting", *SEVEN_B, *cli), constraint)
+    shape = dict(hidden=4096, heads=32, head_dim=128, layers=32) | kwargs
+    with pytest.raises(ConfigError) as info:
+        accounting.ModelConfig(**shape)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("cli, constraint", [
+    (["--context", "0"], "context must be > 0"),
+    (["--bytes", "0"], "bytes_per_value must be > 0"),
+])
+def test_accounting_rejects_bad_table_options(cli, constraint):
+    assert_one_line_error(diffattn("accounting", *SEVEN_B, *cli), constraint)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["accounting", "--hidden", "abc", "--heads", "32", "--head-dim", "128", "--layers", "32"], "invalid int value: 'abc'"),
+    (["accounting", "--heads", "32", "--head-dim", "128", "--layers", "32"], "required: --hidden"),
+    (["accounting", *SEVEN_B, "--bogus"], "unrecognized arguments: --bogus"),
+    (["lessons", "frobnicate"], "invalid choice: 'frobnicate'"),
+    (["teleport"], "invalid choice: 'teleport'"),
+    ([], "required: command"),
+])
+def test_argparse_errors_are_one_line(args, fragment):
+    assert_one_line_error(diffattn(*args), fragment)
+
+
+@pytest.mark.parametrize("args", [["lesson", "99"], ["lesson", "abc"], ["lesson", "99", "--json"], ["course", "--lessons", "99"]])
+def test_unknown_lesson_is_an_error(args):
+    assert_one_line_error(diffattn(*args), "lesson must be one of 01")
+
+
+def test_accounting_json_happy_path():
+    run = diffattn("accounting", *SEVEN_B, "--kv-heads", "8", "--context", "4096", "--json")
+    assert run.returncode == 0 and run.stderr == ""
+    table = json.loads(run.stdout)
+    assert table["params"]["diff_v2"]["attention"] == 58_851_328
+    assert table["kv_cache"]["diff_v1"]["bytes_per_token"] == 131_072
+    assert table["config"]["ffn"] == 11008
+
+
+def test_accounting_text_matches_format_table():
+    run = diffattn("accounting", *SEVEN_B, "--vocab", "32000")
+    assert run.returncode == 0
+    config = accounting.ModelConfig(hidden=4096, heads=32, head_dim=128, layers=32, vocab=32000)
+    assert run.stdout == accounting.format_table(accounting.accounting_table(config)) + "\n"
