@@ -1,0 +1,421 @@
+"""Lesson 03: when does subtracting a second softmax map lift the signal out of the noise floor, and by how much?
+
+The model (diffattn.pure.snr.signal_logits and noise_logits): one query, N keys, the signal at position s = 0
+(nothing here depends on position, so any s gives the same statistics).
+
+    map 1:  z1_s = μ,  z1_j = σ·ε1_j  (j ≠ s)                      ε1, η ~ N(0, 1) i.i.d.
+    map 2:  z2_j = σ·(ρ·ε1_j + √(1−ρ²)·η_j)  (every j)             ρ = correlation of the two maps' noise
+    softmax: w = softmax(z1)          DIFF: w = softmax(z1) − λ·softmax(z2)
+
+Four experiments at one setting (μ = 8, σ = 1.5), all seeded, with common random numbers (every condition of a trial
+reuses the same ε1, η and values, so differences between conditions are not sampling noise): the headline at
+N = 1024, a noise sweep over σ, a context sweep N = 1k … 128k and a λ sweep 0 … 1. An SNR is a ratio, so a set of
+trials is summarised by its geometric mean (exp of the mean ln SNR) with a ×/÷ standard-error factor; shares and
+cosines by the arithmetic mean ± standard error.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from diffattn.errors import require
+from diffattn.progress import Progress
+from diffattn.pure.snr import (
+    best_lambda,
+    lambda_sweep,
+    noise_crossover,
+    noise_logits,
+    output_cosine,
+    rho1_optimal_lambda,
+    rho1_snr_gain,
+    signal_logits,
+    signal_share,
+    signal_to_noise,
+    subtract_maps,
+)
+from diffattn.pure.softmax import softmax
+
+TITLE = "Noise-floor SNR experiments: softmax vs DIFF"
+REQUIRES: tuple[str, ...] = ()
+
+SEED = 3
+SIGNAL = 0
+N = 1024
+MU, SIGMA = 8.0, 1.5  # (N − 1)·e^{σ²/2 − μ} ≈ 1 at N = 1024: the floor's expected mass equals the signal's
+RHOS = (0.0, 0.5, 0.9, 0.99, 1.0)
+LAMBDA = 0.8  # V1's λ_init deep in the stack: 0.8 − 0.6·e^{−0.3·depth} → 0.8
+LAMBDAS = [round(0.05 * i, 2) for i in range(21)]
+TRIALS = 64
+VALUE_DIM = 8  # d_v of the output measure; its cosine concentrates at w_s/‖w‖₂ already for small d_v
+USABLE = 0.5  # usable = the signal holds at least half of the attention magnitude
+
+NOISE_LEVELS = [0.125 * i for i in range(33)]  # σ = 0 … 4
+NOISE_TRIALS = 16
+
+CONTEXTS = [1024 * 2**k for k in range(8)]  # 1,024 … 131,072
+CONTEXT_RHOS = (0.0, 0.9, 1.0)
+CONTEXT_TOKENS = 32768  # trials × N per context length, down to 2 trials
+
+
+def rho_key(rho: float) -> str:
+    """0.9 -> 'rho090': numbers.json keys cannot contain dots (a dot separates the parts of a lesson tag)."""
+    return f"rho{round(100 * rho):03d}"
+
+
+def context_trials(n: int) -> int:
+    """Fewer trials at long contexts: a row of 128k tokens already averages its floor over 128k draws."""
+    return max(2, CONTEXT_TOKENS // n)
+
+
+def draws(trial: int, n: int) -> tuple[list[float], list[float]]:
+    """Trial `trial`'s ε1 and η, length n. Seeded per trial, so a shorter row is a prefix of a longer one."""
+    rng = random.Random(SEED * 1_000_003 + trial)
+    return [rng.gauss(0.0, 1.0) for _ in range(n)], [rng.gauss(0.0, 1.0) for _ in range(n)]
+
+
+def value_vectors(trial: int, n: int) -> list[list[float]]:
+    """v_j ~ N(0, I_dv), (n, d_v): unit RMS and uncorrelated, the V2 blog's context-RMS assumption."""
+    rng = random.Random(SEED * 2_000_003 + trial)
+    return [[rng.gauss(0.0, 1.0) for _ in range(VALUE_DIM)] for _ in range(n)]
+
+
+def _mean_se(xs: Sequence[float]) -> tuple[float, float]:
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    if n < 2:
+        return mean, 0.0
+    return mean, math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1) / n)
+
+
+def arithmetic(xs: Sequence[float]) -> dict[str, float]:
+    mean, se = _mean_se(xs)
+    return {"mean": mean, "se": se}
+
+
+def geometric(xs: Sequence[float]) -> dict[str, float]:
+    """Geometric mean and its ×/÷ standard-error factor exp(SE of ln x)."""
+    require(all(0.0 < x < math.inf for x in xs), "a geometric mean needs finite positive values")
+    mean, se = _mean_se([math.log(x) for x in xs])
+    return {"gmean": math.exp(mean), "se_factor": math.exp(se)}
+
+
+def measures(weights: Sequence[float], values: list[list[float]] | None = None) -> dict[str, float]:
+    out = {"snr": signal_to_noise(weights, SIGNAL), "share": signal_share(weights, SIGNAL)}
+    if values is not None:
+        out["cos"] = output_cosine(weights, values, SIGNAL)
+    return out
+
+
+def summarise(rows: Sequence[dict[str, float]]) -> dict[str, Any]:
+    """Trial rows of measures() -> SNR geometric mean, share and cosine arithmetic means."""
+    out: dict[str, Any] = {"snr": geometric([r["snr"] for r in rows])}
+    out.update({name: arithmetic([r[name] for r in rows]) for name in ("share", "cos") if name in rows[0]})
+    return out
+
+
+def lambda_experiment(progress: bool) -> dict[str, Any]:
+    """SNR vs λ at N = 1024 for every ρ (geometric mean over trials); the λ that maximises it; ρ = 1 theory."""
+    snrs = {rho_key(r): [[] for _ in LAMBDAS] for r in RHOS}
+    optimum = []
+    with Progress(TRIALS, "λ sweep, N = 1,024", enabled=progress) as bar:
+        for t in range(TRIALS):
+            eps1, eta = draws(t, N)
+            for rho in RHOS:
+                z1, z2 = signal_logits(eps1, SIGNAL, MU, SIGMA), noise_logits(eps1, eta, SIGMA, rho)
+                for column, snr in zip(snrs[rho_key(rho)], lambda_sweep(z1, z2, SIGNAL, LAMBDAS)):
+                    column.append(snr)
+                if rho == 1.0:
+                    optimum.append(rho1_optimal_lambda(softmax(z1), softmax(z2), SIGNAL))
+            bar.advance()
+    curves = {key: [geometric(column)["gmean"] for column in columns] for key, columns in snrs.items()}
+    return {
+        "grid": LAMBDAS,
+        "snr": curves,
+        "best": {key: best_lambda(LAMBDAS, curve) for key, curve in curves.items()},
+        "best_over_softmax": {key: max(curve) / curve[0] for key, curve in curves.items()},  # λ = 0 is softmax
+        "rho100_optimum": arithmetic(optimum),
+    }
+
+
+def headline(best: dict[str, float], progress: bool) -> dict[str, Any]:
+    """N = 1024: softmax vs DIFF at λ = 0.8 and at each ρ's best λ, with SNR ratios taken trial by trial."""
+    soft: list[dict[str, float]] = []
+    diff = {rho_key(r): {"fixed": [], "best": []} for r in RHOS}
+    ratios = {rho_key(r): {"fixed": [], "best": []} for r in RHOS}
+    lambdas = {key: {"fixed": LAMBDA, "best": best[key]} for key in diff}
+    with Progress(TRIALS, "headline, N = 1,024", enabled=progress) as bar:
+        for t in range(TRIALS):
+            eps1, eta = draws(t, N)
+            values = value_vectors(t, N)
+            a1 = softmax(signal_logits(eps1, SIGNAL, MU, SIGMA))
+            base = measures(a1, values)
+            soft.append(base)
+            for rho in RHOS:
+                a2 = softmax(noise_logits(eps1, eta, SIGMA, rho))
+                for which, lam in lambdas[rho_key(rho)].items():
+                    row = measures(subtract_maps(a1, a2, lam), values)
+                    diff[rho_key(rho)][which].append(row)
+                    ratios[rho_key(rho)][which].append(row["snr"] / base["snr"])
+            bar.advance()
+    summary = {
+        key: {
+            which: {"lambda": lambdas[key][which], **summarise(rows), "ratio": geometric(ratios[key][which])}
+            for which, rows in by_lambda.items()
+        }
+        for key, by_lambda in diff.items()
+    }
+    softmax_summary = summarise(soft)
+    cosines = [softmax_summary["cos"]["mean"]] + [r["cos"]["mean"] for by in summary.values() for r in by.values()]
+    return {"softmax": softmax_summary, "diff": summary, "lowest_cos": min(cosines)}
+
+
+def as_measure(levels: Sequence[float], curve: Sequence[float]) -> Callable[[float], float]:
+    """A measured curve as the callable noise_crossover takes (it only ever asks about the grid points)."""
+    return dict(zip(levels, curve)).__getitem__
+
+
+def noise_sweep(progress: bool) -> dict[str, Any]:
+    """Signal share vs σ at N = 1024: softmax, and DIFF (λ = 0.8) per ρ; the σ where each falls below 1/2."""
+    names = ["softmax"] + [rho_key(r) for r in RHOS]
+    shares = {name: [[] for _ in NOISE_LEVELS] for name in names}
+    with Progress(NOISE_TRIALS, "noise sweep, σ = 0 … 4", enabled=progress) as bar:
+        for t in range(NOISE_TRIALS):
+            eps1, eta = draws(t, N)
+            for i, sigma in enumerate(NOISE_LEVELS):
+                a1 = softmax(signal_logits(eps1, SIGNAL, MU, sigma))
+                shares["softmax"][i].append(signal_share(a1, SIGNAL))
+                for rho in RHOS:
+                    diff = subtract_maps(a1, softmax(noise_logits(eps1, eta, sigma, rho)), LAMBDA)
+                    shares[rho_key(rho)][i].append(signal_share(diff, SIGNAL))
+            bar.advance()
+    curves = {name: [arithmetic(column)["mean"] for column in columns] for name, columns in shares.items()}
+    wins = {}
+    for key in names[1:]:
+        above = [s for s, d, b in zip(NOISE_LEVELS, curves[key], curves["softmax"]) if d > b]
+        wins[key] = [above[0], above[-1]] if above else None
+    return {
+        "sigmas": NOISE_LEVELS,
+        "share": curves,
+        "crossover": {
+            name: noise_crossover(NOISE_LEVELS, as_measure(NOISE_LEVELS, curve), USABLE)
+            for name, curve in curves.items()
+        },
+        "diff_above_softmax": wins,  # [first σ, last σ] of the grid where DIFF's share beats softmax's
+    }
+
+
+def context_sweep(progress: bool) -> dict[str, Any]:
+    """SNR and share vs N = 1k … 128k: softmax and DIFF (λ = 0.8) for a few ρ, plus the ρ = 1 theory."""
+    names = ["softmax"] + [rho_key(r) for r in CONTEXT_RHOS]
+    rows: dict[str, dict[int, list[dict[str, float]]]] = {name: {n: [] for n in CONTEXTS} for name in names}
+    ratios: dict[str, dict[int, list[float]]] = {rho_key(r): {n: [] for n in CONTEXTS} for r in CONTEXT_RHOS}
+    theory: dict[int, list[float]] = {n: [] for n in CONTEXTS}
+    optimum: dict[int, list[float]] = {n: [] for n in CONTEXTS}
+    with Progress(sum(context_trials(n) for n in CONTEXTS), "context sweep, N = 1k … 128k", enabled=progress) as bar:
+        for t in range(context_trials(CONTEXTS[0])):
+            sizes = [n for n in CONTEXTS if t < context_trials(n)]
+            eps1, eta = draws(t, sizes[-1])  # one draw per trial; each N uses its prefix (common random numbers)
+            for n in sizes:
+                a1 = softmax(signal_logits(eps1[:n], SIGNAL, MU, SIGMA))
+                base = measures(a1)
+                rows["softmax"][n].append(base)
+                for rho in CONTEXT_RHOS:
+                    a2 = softmax(noise_logits(eps1[:n], eta[:n], SIGMA, rho))
+                    row = measures(subtract_maps(a1, a2, LAMBDA))
+                    rows[rho_key(rho)][n].append(row)
+                    ratios[rho_key(rho)][n].append(row["snr"] / base["snr"])
+                    if rho == 1.0:
+                        theory[n].append(rho1_snr_gain(a1, a2, SIGNAL, LAMBDA))
+                        optimum[n].append(rho1_optimal_lambda(a1, a2, SIGNAL))
+                bar.advance()
+    share = {name: [arithmetic([r["share"] for r in rows[name][n]])["mean"] for n in CONTEXTS] for name in names}
+    log2n = [math.log2(n) for n in CONTEXTS]  # N doubles along the grid, so interpolate the crossing in log2 N
+    crossing = {name: noise_crossover(log2n, as_measure(log2n, share[name]), USABLE) for name in names}
+    return {
+        "n": CONTEXTS,
+        "trials": [context_trials(n) for n in CONTEXTS],
+        "snr": {name: [geometric([r["snr"] for r in rows[name][n]])["gmean"] for n in CONTEXTS] for name in names},
+        "share": share,
+        "ratio": {key: [geometric(ratios[key][n])["gmean"] for n in CONTEXTS] for key in ratios},
+        "rho100_theory_ratio": [geometric(theory[n])["gmean"] for n in CONTEXTS],
+        "rho100_optimum": [arithmetic(optimum[n])["mean"] for n in CONTEXTS],
+        "crossover_n": {name: None if c is None else 2.0**c for name, c in crossing.items()},
+    }
+
+
+def run(progress: bool = True) -> dict[str, Any]:
+    lam = lambda_experiment(progress)
+    return {
+        "setup": {
+            "n": N, "mu": MU, "sigma": SIGMA, "rhos": list(RHOS), "lambda": LAMBDA, "trials": TRIALS,
+            "noise_trials": NOISE_TRIALS, "value_dim": VALUE_DIM, "usable": USABLE, "seed": SEED,
+            "floor_over_signal": (N - 1) * math.exp(SIGMA**2 / 2 - MU),  # mean-field Σ_{j≠s} e^{z_j} / e^{μ}
+            "softmax_snr_theory": math.exp(MU - SIGMA**2 / 2),  # e^μ / E[e^{σε}]
+            "ratio_limit": 1.0 / (1.0 - LAMBDA),
+        },
+        "headline": headline(lam["best"], progress),
+        "noise": noise_sweep(progress),
+        "context": context_sweep(progress),
+        "lambda": lam,
+    }
+
+
+def _label(key: str) -> str:
+    """'softmax' stays; 'rho090' -> 'ρ = 0.90'."""
+    return key if key == "softmax" else f"ρ = {int(key[3:]) / 100:.2f}"
+
+
+def report(results: dict[str, Any]) -> str:
+    setup, head, noise, ctx, lam = (results[k] for k in ("setup", "headline", "noise", "context", "lambda"))
+    soft = head["softmax"]
+    lines = [
+        f"Lesson 03 · {TITLE}",
+        "",
+        f"setup: N = {setup['n']:,} keys; signal logit μ = {setup['mu']:g} at s = 0; noise logits σ·N(0, 1),"
+        f" σ = {setup['sigma']:g}; {setup['trials']} seeded trials",
+        "       map 2 sees only noise, correlated ρ with map 1's;"
+        f" mean-field floor/signal (N − 1)·e^(σ²/2 − μ) = {setup['floor_over_signal']:.2f}",
+        "       SNR = w_s / mean_{j≠s} |w_j| (geometric mean)   share = w_s / Σ_j |w_j|",
+        f"       cos = cos(Σ_j w_j v_j, v_s) with values v_j ~ N(0, I_{setup['value_dim']})",
+        "",
+        f"1. Headline, N = {setup['n']:,} (DIFF/softmax: SNR ratio, trial by trial; 2nd row per ρ: best λ of part 4)",
+        f"   {'map':<16}{'λ':>6}{'SNR':>9}{'DIFF/softmax':>14}{'share':>8}{'cos':>8}",
+        f"   {'softmax':<16}{'–':>6}{soft['snr']['gmean']:>9.0f}{1.0:>14.2f}{soft['share']['mean']:>8.3f}"
+        f"{soft['cos']['mean']:>8.3f}",
+    ]
+    for key, by_lambda in head["diff"].items():
+        for which, label in (("fixed", f"DIFF {_label(key)}"), ("best", "")):
+            row = by_lambda[which]
+            lines.append(
+                f"   {label:<16}{row['lambda']:>6.2f}{row['snr']['gmean']:>9.0f}{row['ratio']['gmean']:>14.2f}"
+                f"{row['share']['mean']:>8.3f}{row['cos']['mean']:>8.3f}"
+            )
+    lines += [
+        f"   softmax SNR, theory for large N: e^(μ − σ²/2) = {setup['softmax_snr_theory']:.0f}",
+        "",
+        f"2. Noise sweep, N = {setup['n']:,}, σ = 0 … {noise['sigmas'][-1]:g}, DIFF at λ = {setup['lambda']:g}",
+        f"   {'map':<16}{'share < ' + format(setup['usable'], 'g') + ' from σ =':>22}"
+        "   DIFF share > softmax share for σ in",
+    ]
+    lines.append(f"   {'softmax':<16}{_fmt(noise['crossover']['softmax'], '.2f'):>22}")
+    for key, wins in noise["diff_above_softmax"].items():
+        span = "never" if wins is None else f"{wins[0]:.2f} … {wins[1]:.2f}"
+        lines.append(f"   {'DIFF ' + _label(key):<16}{_fmt(noise['crossover'][key], '.2f'):>22}   {span}")
+    lines += [
+        "",
+        f"3. Context length, DIFF at λ = {setup['lambda']:g}: ratio = DIFF/softmax SNR; ρ = 1 theory:"
+        " (1 − λ·a2_s/a1_s)/|1 − λ/λ*|, λ* = (1 − a1_s)/(1 − a2_s)",
+        f"   {'N':>8}{'trials':>7}{'softmax':>9}{'share':>7}"
+        + "".join(f"{'ρ=' + format(int(k[3:]) / 100, 'g') + ' ratio':>14}{'share':>7}" for k in ctx["ratio"])
+        + f"{'ρ=1 theory':>12}{'λ*':>7}",
+    ]
+    for i, n in enumerate(ctx["n"]):
+        lines.append(
+            f"   {n:>8,}{ctx['trials'][i]:>7}{ctx['snr']['softmax'][i]:>9.0f}{ctx['share']['softmax'][i]:>7.3f}"
+            + "".join(f"{ctx['ratio'][k][i]:>14.2f}{ctx['share'][k][i]:>7.3f}" for k in ctx["ratio"])
+            + f"{ctx['rho100_theory_ratio'][i]:>12.2f}{ctx['rho100_optimum'][i]:>7.3f}"
+        )
+    lines += [
+        "   share < 0.5 from N ≈ "
+        + ", ".join(f"{_label(key)}: {_fmt(n, ',.0f')}" for key, n in ctx["crossover_n"].items()),
+        f"   ρ = 1 limit of the ratio for N → ∞: 1/(1 − λ) = {setup['ratio_limit']:.2f}",
+        "",
+        f"4. λ sweep, N = {setup['n']:,}, λ = {lam['grid'][0]:g}, {lam['grid'][1]:g}, …, {lam['grid'][-1]:g}",
+        f"   {'ρ':<8}{'best λ':>8}{'SNR(best λ)/SNR(softmax)':>27}",
+    ]
+    for key, best in lam["best"].items():
+        lines.append(f"   {int(key[3:]) / 100:<8.2f}{best:>8.2f}{lam['best_over_softmax'][key]:>27.2f}")
+    lines.append(
+        "   ρ = 1 theory: the noise cancels exactly at λ* = (1 − a1_s)/(1 − a2_s) ="
+        f" {lam['rho100_optimum']['mean']:.3f} ± {lam['rho100_optimum']['se']:.3f}"
+    )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "never" if value is None else format(value, spec)
+
+
+def _colours(n: int) -> list[Any]:
+    import matplotlib
+
+    return [matplotlib.colormaps["viridis"](0.9 * i / max(n - 1, 1)) for i in range(n)]
+
+
+def _series(keys: Sequence[str], lam: float) -> list[tuple[str, Any, str]]:
+    """(key, colour, legend label) per curve: softmax in black, DIFF's ρ values along viridis."""
+    diff = [k for k in keys if k != "softmax"]
+    styles = [(k, c, f"DIFF λ = {lam:g}, {_label(k)}") for k, c in zip(diff, _colours(len(diff)))]
+    return ([("softmax", "k", "softmax")] if "softmax" in keys else []) + styles
+
+
+def draw_noise_sweep(ax: Any, results: dict[str, Any]) -> None:
+    """Share vs σ per method, each crossover circled on the 1/2 line, the headline σ dashed."""
+    setup, noise = results["setup"], results["noise"]
+    for key, colour, label in _series(list(noise["share"]), setup["lambda"]):
+        ax.plot(noise["sigmas"], noise["share"][key], color=colour, lw=2.2 if key == "softmax" else 1.5, label=label)
+        if noise["crossover"][key] is not None:
+            ax.plot([noise["crossover"][key]], [setup["usable"]], "o", color=colour, ms=6, mfc="none", mew=1.5)
+    ax.axhline(setup["usable"], color="grey", lw=0.8, ls=":")
+    ax.axvline(setup["sigma"], color="grey", lw=0.8, ls="--", label=f"σ = {setup['sigma']:g} (headline)")
+    ax.set_xlabel("noise amplitude σ (std of the irrelevant logits)")
+    ax.set_ylabel("signal share  w_s / Σ|w_j|")
+    ax.set_title(f"N = {setup['n']:,}, μ = {setup['mu']:g}: where the signal stops holding half the attention")
+    ax.legend(fontsize=8)
+
+
+def draw_context_sweep(left: Any, right: Any, results: dict[str, Any]) -> None:
+    """SNR (left, log-log) and share (right) vs N, with softmax's e^(μ − σ²/2) and the ρ = 1 limit."""
+    setup, ctx = results["setup"], results["context"]
+    for key, colour, label in _series(list(ctx["snr"]), setup["lambda"]):
+        left.plot(ctx["n"], ctx["snr"][key], "o-", color=colour, ms=3, label=label)
+        right.plot(ctx["n"], ctx["share"][key], "o-", color=colour, ms=3, label=label)
+    left.axhline(setup["softmax_snr_theory"], color="k", lw=0.8, ls=":", label="e^(μ − σ²/2)")
+    left.axhline(setup["softmax_snr_theory"] * setup["ratio_limit"], color="grey", lw=0.8, ls="--",
+                 label="× 1/(1 − λ): ρ = 1 limit")
+    right.axhline(setup["usable"], color="grey", lw=0.8, ls=":")
+    for ax, title in ((left, "SNR  w_s / mean|w_j|  (geometric mean)"), (right, "signal share  w_s / Σ|w_j|")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context length N")
+        ax.set_title(title)
+    left.set_yscale("log")
+    left.legend(fontsize=7)
+
+
+def draw_lambda_sweep(ax: Any, results: dict[str, Any]) -> None:
+    """SNR vs λ per ρ (λ = 0 is softmax), a star at each best λ, the ρ = 1 theory λ* dashed."""
+    setup, lam = results["setup"], results["lambda"]
+    for key, colour in zip(lam["snr"], _colours(len(lam["snr"]))):
+        ax.plot(lam["grid"], lam["snr"][key], "o-", color=colour, ms=3, label=_label(key))
+        ax.plot([lam["best"][key]], [max(lam["snr"][key])], "*", color=colour, ms=11)
+    ax.axvline(lam["rho100_optimum"]["mean"], color="grey", lw=0.8, ls="--", label="ρ = 1 theory λ*")
+    ax.axvline(setup["lambda"], color="grey", lw=0.8, ls=":", label=f"λ = {setup['lambda']:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("λ")
+    ax.set_ylabel("SNR of softmax(z1) − λ·softmax(z2)")
+    ax.set_title(f"λ sweep, N = {setup['n']:,}: λ = 0 is softmax; ★ = the SNR-maximising λ")
+    ax.legend(fontsize=8)
+
+
+def figures(results: dict[str, Any], outdir: Path) -> list[Path]:
+    from diffattn.plotting import new_figure, save
+
+    fig, ax = new_figure(7.2, 4.4)
+    draw_noise_sweep(ax, results)
+    made = [save(fig, outdir / "03-noise-sweep.png")]
+
+    fig, left = new_figure(11.5, 4.2)
+    grid = fig.add_gridspec(1, 2)
+    left.set_subplotspec(grid[0])  # new_figure makes one axis; split the figure into two panels
+    right = fig.add_subplot(grid[1])
+    right.grid(True, alpha=0.3)
+    draw_context_sweep(left, right, results)
+    made.append(save(fig, outdir / "03-context-length.png"))
+
+    fig, ax = new_figure(7.2, 4.4)
+    draw_lambda_sweep(ax, results)
+    made.append(save(fig, outdir / "03-lambda-sweep.png"))
+    return made
