@@ -1,0 +1,230 @@
+"""Lesson 06: one attention entry point, three kernels behind it.
+
+`attention(q, k, v, causal, backend)` takes the flash-attn / official-code layout
+
+    q (b, N_q, H_q, d)     k (b, N_k, H_kv, d)     v (b, N_k, H_kv, d_v)    ->    (b, N_q, H_q, d_v)
+
+with grouped-query attention when H_q is a multiple of H_kv (query head i reads KV head i // (H_q / H_kv)) and a
+causal mask aligned bottom-right (query i sees keys j ≤ i + N_k − N_q, what KV-cache decoding needs).
+
+    backend       what runs                                              when "auto" picks it
+    "flash_attn"  flash_attn.flash_attn_func (Tri Dao's FA2 package)     installed, CUDA, fp16/bf16, d ≤ 256
+    "sdpa"        torch.nn.functional.scaled_dot_product_attention       otherwise (every CPU run)
+    "math"        diffattn.nn.functional.scaled_dot_product_attention    never: requested explicitly, the reference
+
+Stock flash-attn needs d_v == d. DIFF V1's values are 2d wide, so the flash path splits V into d-wide slices and
+runs one call per slice (`split_value_attention`): the workaround of the official `multihead_flashdiff_2.py`, which
+computes q kᵀ once per slice. SDPA picks its own kernel inside (FLASH, EFFICIENT, cuDNN or MATH);
+`sdpa_kernel_support` reports which of them accept given tensors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import warnings
+
+import torch
+from torch import Tensor
+
+from diffattn.errors import require
+from diffattn.nn.functional import causal_mask, scaled_dot_product_attention as math_attention
+
+BACKENDS = ("auto", "flash_attn", "sdpa", "math")
+SDPA_KERNELS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
+
+# Largest |output − fp64 reference| accepted per dtype, for outputs of unit-scale random inputs (tests and
+# backend_agreement use these). fp64/fp32 differ from the reference only by summation order; bf16 keeps 8 bits of
+# mantissa and flash kernels round the probabilities to it before the PV product.
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 4e-2}
+
+_SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
+
+
+def flash_attn_installed() -> bool:
+    """True when the flash-attn package can be imported (it is never imported at module load: CPUs lack it)."""
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def available_backends() -> list[str]:
+    """Backends usable on this machine, fastest first."""
+    fast = ["flash_attn"] if flash_attn_installed() and torch.cuda.is_available() else []
+    return fast + ["sdpa", "math"]
+
+
+def flash_attn_unsupported(q: Tensor, k: Tensor, v: Tensor) -> str | None:
+    """Why flash-attn cannot take these tensors, or None when it can."""
+    d = q.shape[-1]
+    if not flash_attn_installed():
+        return "the flash-attn package is not installed"
+    if not q.is_cuda:
+        return f"tensors are on {q.device.type}, flash-attn needs CUDA"
+    if q.dtype not in (torch.float16, torch.bfloat16):
+        return f"flash-attn needs fp16 or bf16 (got {q.dtype})"
+    if d % 8 or d > 256:
+        return f"flash-attn needs a head dim that is a multiple of 8 and ≤ 256 (got {d})"
+    if v.shape[-1] % d:
+        return f"value width {v.shape[-1]} is not a multiple of d = {d}, so V cannot be split into d-wide slices"
+    return None
+
+
+def resolve_backend(q: Tensor, k: Tensor, v: Tensor, requested: str = "auto") -> str:
+    """The backend `attention` will run for these tensors: "flash_attn", "sdpa" or "math"."""
+    require(requested in BACKENDS, f"backend must be one of {', '.join(BACKENDS)} (got {requested!r})")
+    if requested not in ("auto", "flash_attn"):
+        return requested
+    why_not = flash_attn_unsupported(q, k, v)
+    if why_not is None:
+        return "flash_attn"
+    require(requested == "auto", f"backend 'flash_attn' cannot run: {why_not}")
+    return "sdpa"
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, backend: str = "auto") -> Tensor:
+    """Multi-head (grouped-query) attention in the (b, N, H, d) layout; see the module docstring."""
+    _check_shapes(q, k, v, causal)
+    return _KERNELS[resolve_backend(q, k, v, backend)](q, k, v, causal)
+
+
+def split_value_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, backend: str = "auto") -> Tensor:
+    """attention(q, k, v) computed as d-wide value slices, concatenated: A·[V₁ V₂] = [A·V₁  A·V₂].
+
+    Exact by linearity; the cost is one q kᵀ and one softmax per slice. This is how equal-dims kernels (stock
+    flash-attn, SDPA's FLASH kernel) run DIFF V1's 2d-wide values.
+    """
+    d = q.shape[-1]
+    require(v.shape[-1] % d == 0, f"value width {v.shape[-1]} must be a multiple of d = {d} to split it")
+    return torch.cat([attention(q, k, part, causal, backend) for part in v.split(d, dim=-1)], dim=-1)
+
+
+def _flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    if v.shape[-1] != q.shape[-1]:
+        return split_value_attention(q, k, v, causal, backend="flash_attn")
+    from flash_attn import flash_attn_func  # lazy: only CUDA machines have it
+
+    # flash-attn ≥ 2.1 aligns the causal mask bottom-right and maps query head i to KV head i // (H_q / H_kv).
+    return flash_attn_func(q, k, v, causal=causal)
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    n_q, n_k, n_rep = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+    # SDPA's is_causal aligns top-left, which is only right when N_q == N_k. A single query (one decode step) sees
+    # every cached key; a chunk of several new queries needs the bottom-right mask spelled out.
+    is_causal = causal and n_q == n_k
+    mask = causal_mask(n_q, n_k, q.device) if causal and 1 < n_q < n_k else None
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (b, H, N, d): SDPA's layout
+    if n_rep > 1 and not _SDPA_HAS_GQA:  # torch < 2.5 has no enable_gqa: copy each KV head n_rep times
+        kt, vt = kt.repeat_interleave(n_rep, dim=1), vt.repeat_interleave(n_rep, dim=1)
+    extra = {"enable_gqa": n_rep > 1} if _SDPA_HAS_GQA else {}
+    out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, is_causal=is_causal, **extra)
+    return out.transpose(1, 2)
+
+
+def _math(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    n_rep = q.shape[2] // k.shape[2]
+    kt = k.transpose(1, 2).repeat_interleave(n_rep, dim=1)  # (b, H_q, N_k, d): KV head i // n_rep for query head i
+    vt = v.transpose(1, 2).repeat_interleave(n_rep, dim=1)
+    return math_attention(q.transpose(1, 2), kt, vt, causal).transpose(1, 2)
+
+
+def tiled_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, block_size: int = 16) -> Tensor:
+    """FlashAttention's recurrence in plain torch, for teaching: keys in blocks, never the whole (N_q, N_k) map.
+
+    Per query row it keeps the running max m, the running sum ℓ of exp(z − m) and the running output a. A new block
+    of logits z_B moves the max to m' = max(m, max z_B); what was accumulated under m is rescaled by exp(m − m'):
+
+        ℓ ← ℓ·exp(m − m') + Σ_B exp(z_B − m')       a ← a·exp(m − m') + exp(z_B − m') V_B       out = a / ℓ
+
+    Same layout, GQA and bottom-right mask as `attention`; equal to the math path up to rounding. (Block 0 always
+    holds key 0, which every causal row sees, so m is finite after the first block.)
+    """
+    _check_shapes(q, k, v, causal)
+    require(block_size > 0, f"block_size must be > 0 (got {block_size})")
+    n_rep, d = q.shape[2] // k.shape[2], q.shape[-1]
+    qt = q.transpose(1, 2)  # (b, H, N_q, d)
+    kt = k.transpose(1, 2).repeat_interleave(n_rep, dim=1)  # (b, H, N_k, d)
+    vt = v.transpose(1, 2).repeat_interleave(n_rep, dim=1)  # (b, H, N_k, d_v)
+    visible = causal_mask(q.shape[1], k.shape[1], q.device) if causal else None  # (N_q, N_k)
+    row_max = torch.full((*qt.shape[:-1], 1), -math.inf, dtype=q.dtype, device=q.device)  # m: (b, H, N_q, 1)
+    row_sum = torch.zeros_like(row_max)  # ℓ
+    out = torch.zeros(*qt.shape[:-1], v.shape[-1], dtype=q.dtype, device=q.device)  # a: (b, H, N_q, d_v)
+    for start in range(0, kt.shape[2], block_size):
+        block = slice(start, start + block_size)
+        z = qt @ kt[:, :, block].transpose(-2, -1) / math.sqrt(d)  # (b, H, N_q, B): one tile of logits
+        if visible is not None:
+            z = z.masked_fill(~visible[:, block], -math.inf)
+        new_max = torch.maximum(row_max, z.amax(dim=-1, keepdim=True))  # m'
+        rescale = torch.exp(row_max - new_max)  # exp(m − m'): 0 on the first block
+        p = torch.exp(z - new_max)  # (b, H, N_q, B), unnormalised
+        row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)
+        out = out * rescale + p @ vt[:, :, block]
+        row_max = new_max
+    return (out / row_sum).transpose(1, 2)  # (b, N_q, H, d_v)
+
+
+_KERNELS = {"flash_attn": _flash_attn, "sdpa": _sdpa, "math": _math}
+
+
+def _check_shapes(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:
+    require(q.dim() == k.dim() == v.dim() == 4, "attention takes (batch, seq, heads, head_dim) tensors")
+    require(q.shape[0] == k.shape[0] == v.shape[0], f"batch sizes differ: {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    require(k.shape[1] == v.shape[1], f"keys and values must have the same length (got {k.shape[1]} and {v.shape[1]})")
+    require(k.shape[2] == v.shape[2], f"keys and values must have the same heads (got {k.shape[2]} and {v.shape[2]})")
+    require(q.shape[-1] == k.shape[-1], f"queries and keys must have the same head dim (got {q.shape[-1]}, {k.shape[-1]})")
+    require(q.shape[2] % k.shape[2] == 0, f"query heads ({q.shape[2]}) must be a multiple of KV heads ({k.shape[2]})")
+    require(not causal or q.shape[1] <= k.shape[1], f"causal attention needs N_q <= N_k (got {q.shape[1]} > {k.shape[1]})")
+
+
+def sdpa_kernel_support(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> dict[str, bool]:
+    """Which of SDPA's internal kernels accept these tensors, tried one at a time with `sdpa_kernel`."""
+    return {name: _forced_sdpa(name, q, k, v, causal) is not None for name in SDPA_KERNELS}
+
+
+def _forced_sdpa(kernel: str, q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor | None:
+    """The SDPA path with only `kernel` allowed; None when that kernel refuses the tensors."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([getattr(SDPBackend, kernel)]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each refusal explains itself in a UserWarning; None is enough here
+        try:
+            return _sdpa(q, k, v, causal)
+        except RuntimeError:
+            return None
+
+
+# Shapes for backend_agreement: square causal (training), GQA, V1's 2d values, and two decode shapes (N_q < N_k).
+AGREEMENT_CASES = {
+    "mha": dict(n_q=64, n_k=64, h_q=4, h_kv=4, d=32, d_v=32),
+    "gqa": dict(n_q=64, n_k=64, h_q=8, h_kv=2, d=32, d_v=32),
+    "v1_values_2d": dict(n_q=64, n_k=64, h_q=4, h_kv=2, d=32, d_v=64),
+    "decode_chunk": dict(n_q=5, n_k=64, h_q=8, h_kv=2, d=32, d_v=32),
+    "decode_step": dict(n_q=1, n_k=64, h_q=8, h_kv=2, d=32, d_v=32),
+}
+
+
+def backend_agreement(device: str = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0) -> dict:
+    """Max |output − fp64 math reference| of every attention path that runs here, per case in AGREEMENT_CASES.
+
+    Inputs are drawn in fp64 and rounded to `dtype`; the reference is the math path on those rounded numbers in
+    fp64, so the differences measure the kernels' arithmetic, not input rounding. Paths: "math", "sdpa",
+    "flash_attn" (when it can run), "sdpa_split_value" (for 2d values) and "sdpa:<KERNEL>" for every SDPA kernel that
+    accepts the tensors. Needs no pytest, so scripts/gpu_check.sh can call it on CUDA.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    cases = {}
+    for case, s in AGREEMENT_CASES.items():
+        shapes = [(2, s["n_q"], s["h_q"], s["d"]), (2, s["n_k"], s["h_kv"], s["d"]), (2, s["n_k"], s["h_kv"], s["d_v"])]
+        q, k, v = (torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype).to(device) for shape in shapes)
+        reference = _math(q.cpu().double(), k.cpu().double(), v.cpu().double(), causal=True)
+        outputs = {"math": attention(q, k, v, backend="math"), "sdpa": attention(q, k, v, backend="sdpa")}
+        if flash_attn_unsupported(q, k, v) is None:
+            outputs["flash_attn"] = attention(q, k, v, backend="flash_attn")
+        if s["d_v"] != s["d"]:
+            outputs["sdpa_split_value"] = split_value_attention(q, k, v, backend="sdpa")
+        for kernel in SDPA_KERNELS:
+            out = _forced_sdpa(kernel, q, k, v, causal=True)
+            if out is not None:
+                outputs[f"sdpa:{kernel}"] = out
+        cases[case] = {name: (out.cpu().double() - reference).abs().max().item() for name, out in outputs.items()}
+    name = str(dtype).removeprefix("torch.")
+    return {"device": str(device), "dtype": name, "tolerance": TOLERANCE[dtype], "cases": cases}

@@ -1,0 +1,144 @@
+"""Graded exercises 05.1-05.3: λ re-parameterisation, λ_init(depth), per-head RMSNorm × (1 − λ_init).
+
+Every test calls `impl.<function>` (tests/adapters.py), so `--impl exercises` grades the stubs in
+exercises/ex05_diff_v1.py and `--impl tests.wrong.w05_*` proves these tests reject known mistakes.
+References are written inline from the formulas, in float64. Tolerances: λ 1e-6 (float32 result), λ_init 1e-12,
+norm 1e-5 (float32 inputs).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.torch
+
+# diff-spec §2.2: λ_init = 0.8 − 0.6·exp(−0.3·depth), depth 0-based, to 4 decimals.
+SPEC_TABLE = {0: 0.2000, 1: 0.3555, 2: 0.4707, 3: 0.5561, 4: 0.6193, 5: 0.6661, 6: 0.7008, 8: 0.7456, 10: 0.7701,
+              12: 0.7836, 15: 0.7933, 20: 0.7985, 27: 0.7998}
+
+
+def _vectors(d: int, std: float, dtype, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(d, generator=g, dtype=torch.float64) * std).to(dtype) for _ in range(4)]
+
+
+def _lambda64(q1, k1, q2, k2, init: float) -> float:
+    q1, k1, q2, k2 = (t.double() for t in (q1, k1, q2, k2))
+    return math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
+
+
+# ---- 05.1 ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.grade("05.1", points=2)
+@pytest.mark.parametrize("seed, d, std", [(0, 64, 0.1), (1, 128, 0.1), (2, 32, 0.4)])
+def test_lambda_matches_the_formula(impl, seed, d, std):
+    vectors = _vectors(d, std, torch.float32, seed)
+    got = impl.reparameterized_lambda(*vectors, 0.3555)
+    assert isinstance(got, torch.Tensor) and got.dim() == 0, "λ is ONE scalar per layer (a 0-dim tensor)"
+    assert got.dtype == torch.float32, f"λ must be computed and returned in float32, got {got.dtype}"
+    assert abs(got.item() - _lambda64(*vectors, 0.3555)) < 1e-6
+
+
+@pytest.mark.grade("05.1", points=1)
+def test_lambda_is_computed_in_fp32_even_for_bf16_vectors(impl):
+    vectors = _vectors(128, 0.3, torch.bfloat16, seed=3)  # dot products of order 1: bf16 arithmetic is off by ~1e-2
+    got = impl.reparameterized_lambda(*vectors, 0.2)
+    assert got.dim() == 0 and got.dtype == torch.float32, "upcast to float32 before multiplying"
+    assert abs(got.item() - _lambda64(*vectors, 0.2)) < 1e-6, "the products and sums must run in float32"
+
+
+@pytest.mark.grade("05.1", points=1)
+@pytest.mark.parametrize("init", [0.2, 0.5, 0.7998])
+def test_zero_vectors_give_lambda_init(impl, init):
+    zero = torch.zeros(16)
+    got = impl.reparameterized_lambda(zero, zero, zero, zero, init)
+    assert got.dim() == 0 and abs(got.item() - init) < 1e-6, "exp(0) − exp(0) = 0, so λ must equal λ_init"
+
+
+@pytest.mark.grade("05.1", points=1)
+def test_lambda_is_unconstrained_and_differentiable(impl):
+    q1, k1, q2, k2 = (torch.full((8,), x, requires_grad=True) for x in (0.0, 0.0, 0.5, 0.5))
+    got = impl.reparameterized_lambda(q1, k1, q2, k2, 0.2)
+    assert abs(got.item() - (1.0 - math.exp(2.0) + 0.2)) < 1e-5, "λ can be negative: nothing clamps it"
+    got.backward()
+    # ∂λ/∂λ_q2 = −exp(λ_q2·λ_k2)·λ_k2
+    assert torch.allclose(q2.grad, torch.full((8,), -math.exp(2.0) * 0.5), atol=1e-5)
+
+
+# ---- 05.2 ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.grade("05.2", points=2)
+def test_lambda_init_table(impl):
+    for depth, expected in SPEC_TABLE.items():
+        got = impl.lambda_init(depth)
+        assert abs(got - (0.8 - 0.6 * math.exp(-0.3 * depth))) < 1e-12, f"depth {depth}"
+        assert round(got, 4) == expected, f"depth {depth}: {got:.4f}, diff-spec §2.2 says {expected}"
+
+
+@pytest.mark.grade("05.2", points=1)
+def test_first_layer_is_0_2(impl):
+    assert abs(impl.lambda_init(0) - 0.2) < 1e-12, "depth is 0-based: the first layer gets exactly 0.2"
+
+
+@pytest.mark.grade("05.2", points=1)
+@pytest.mark.parametrize("depth", [-1, -5])
+def test_negative_depth_is_rejected(impl, depth):
+    with pytest.raises(ValueError, match="depth"):
+        impl.lambda_init(depth)
+
+
+# ---- 05.3 ---------------------------------------------------------------------------------------------------------
+
+def _norm64(attn, weight, init: float, eps: float):
+    x = attn.double()
+    y = x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.double()
+    return y * (1 - init)
+
+
+def _heads(seed: int, shape=(2, 5, 4, 16), offset: float = 0.0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g) + offset
+
+
+@pytest.mark.grade("05.3", points=2)
+@pytest.mark.parametrize("seed, init", [(0, 0.2), (1, 0.3555), (2, 0.7998)])
+def test_headwise_norm_matches_the_formula(impl, seed, init):
+    attn = _heads(seed, offset=0.7)  # a non-zero mean: RMSNorm keeps it, LayerNorm would remove it
+    weight = 1.0 + 0.1 * _heads(seed + 10, shape=(16,))
+    got = impl.headwise_norm(attn, weight, init, eps=1e-5)
+    assert got.shape == attn.shape and got.dtype == attn.dtype
+    assert torch.allclose(got.double(), _norm64(attn, weight, init, 1e-5), atol=1e-5)
+
+
+@pytest.mark.grade("05.3", points=1)
+def test_each_head_is_normalised_on_its_own(impl):
+    attn = _heads(3)
+    louder = attn.clone()
+    louder[:, :, 0] *= 100.0  # one head 100× larger must not change the other heads
+    a, b = impl.headwise_norm(attn, None, 0.2), impl.headwise_norm(louder, None, 0.2)
+    assert torch.allclose(a[:, :, 1:], b[:, :, 1:], atol=1e-6), "normalise over each head's 2d channels, not d_model"
+    rms = a.double().pow(2).mean(dim=-1).sqrt()
+    assert torch.allclose(rms, torch.full_like(rms, 0.8), atol=1e-4), "every head ends at RMS (1 − λ_init)"
+
+
+@pytest.mark.grade("05.3", points=1)
+def test_no_mean_centring_and_no_sqrt2(impl):
+    attn = torch.full((1, 1, 2, 4), 2.0)  # a constant head: RMS 2; LayerNorm would map it to 0
+    got = impl.headwise_norm(attn, None, 0.3555, eps=0.0)
+    assert torch.allclose(got, torch.full_like(got, 1 - 0.3555), atol=1e-6), "x / RMS(x) × (1 − λ_init); no √2"
+
+
+@pytest.mark.grade("05.3", points=1)
+def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
+    attn = _heads(4).bfloat16()
+    weight = torch.arange(1, 17, dtype=torch.float32) / 8
+    got = impl.headwise_norm(attn, weight.bfloat16(), 0.2)
+    assert got.dtype == torch.bfloat16, "cast back to the input dtype"
+    expected = _norm64(attn.float(), weight, 0.2, 1e-5)
+    assert torch.allclose(got.double(), expected, rtol=2e-2, atol=2e-2)
