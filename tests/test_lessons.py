@@ -79,7 +79,8 @@ def _assert_close(fresh, saved, where="") -> None:
         for i, (a, b) in enumerate(zip(fresh, saved)):
             _assert_close(a, b, f"{where}.{i}")
     elif isinstance(fresh, float) and isinstance(saved, (int, float)):
-        assert math.isclose(fresh, saved, rel_tol=1e-6, abs_tol=1e-9), f"{where}: {fresh} now vs {saved} saved"
+        # 1e-4: loose enough for another CPU's BLAS summation order, far tighter than any quoted digit
+        assert math.isclose(fresh, saved, rel_tol=1e-4, abs_tol=1e-9), f"{where}: {fresh} now vs {saved} saved"
     else:
         assert fresh == saved, f"{where}: {fresh!r} now vs {saved!r} saved"
 

@@ -106,6 +106,15 @@ def _flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     return flash_attn_func(q, k, v, causal=causal)
 
 
+def _sdpa_any_value_width(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    """The "sdpa" backend. SDPA's fused CPU kernel takes equal widths only, so 2d-wide values would fall back to its
+    MATH kernel, which materialises the N×N map; two fused calls on d-wide slices are faster on CPU (README,
+    "Benchmarks"). On CUDA, SDPA's EFFICIENT and cuDNN kernels take d_v ≠ d in one call, so nothing is split there."""
+    if q.device.type == "cpu" and v.shape[-1] != q.shape[-1]:
+        return torch.cat([_sdpa(q, k, part, causal) for part in v.split(q.shape[-1], dim=-1)], dim=-1)
+    return _sdpa(q, k, v, causal)
+
+
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     n_q, n_k, n_rep = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
     # SDPA's is_causal aligns top-left, which is only right when N_q == N_k. A single query (one decode step) sees
@@ -162,7 +171,7 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, block_
     return (out / row_sum).transpose(1, 2)  # (b, N_q, H, d_v)
 
 
-_KERNELS = {"flash_attn": _flash_attn, "sdpa": _sdpa, "math": _math}
+_KERNELS = {"flash_attn": _flash_attn, "sdpa": _sdpa_any_value_width, "math": _math}
 
 
 def _check_shapes(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:

@@ -56,7 +56,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         f"cos/sin must be (seq, head_dim/2) = {(n, d // 2)}, got {tuple(cos.shape)} and {tuple(sin.shape)}",
     )
     dtype = torch.promote_types(x.dtype, torch.float32)  # rotate in fp32 at least, like the triton kernel
-    cos, sin = cos.to(dtype)[:, None, :], sin.to(dtype)[:, None, :]  # (N, 1, d/2): broadcast over heads
-    even, odd = x.to(dtype)[..., 0::2], x.to(dtype)[..., 1::2]  # (b, N, heads, d/2) each: the two coordinates
-    rotated = torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1)  # (b, N, heads, d/2, 2)
-    return rotated.flatten(-2).to(x.dtype)  # interleave back: [.., 2i, 2i+1, ..]
+    # Pair (2i, 2i+1) is the complex number x[2i] + i·x[2i+1]; rotating it by p·θ_i is one complex product.
+    pairs = torch.view_as_complex(x.to(dtype).reshape(*x.shape[:-1], d // 2, 2).contiguous())  # (b, N, heads, d/2)
+    turn = torch.complex(cos.to(dtype), sin.to(dtype))[:, None, :]  # (N, 1, d/2): e^{i·p·θ_i}, broadcast over heads
+    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)  # back to [.., 2i, 2i+1, ..]
