@@ -52,7 +52,7 @@ def test_relative_links_resolve(path: Path):
     assert not missing, f"{path.name} links to missing files: {missing}"
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LESSONS + [ROOT / "README.md", *ROOT.glob("lessons/00-*.md")], ids=lambda p: p.name)
 def test_lesson_numbers_match_outputs(path: Path, numbers):
     problems = check_text(path, path.read_text(), numbers, render_output)
     assert not problems, "\n".join(map(str, problems)) + "\n(run `make course`, review, then `make lessons-sync`)"

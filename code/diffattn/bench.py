@@ -55,6 +55,19 @@ def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, i
     return statistics.median(samples)
 
 
+def time_alternating(a: Callable[[], object], b: Callable[[], object], iters: int) -> tuple[float, float]:
+    """Median seconds of a and of b (CPU), timed in alternation so machine-load drift hits both equally."""
+    for fn in (a, b, a, b):
+        fn()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(iters):
+        for fn, out in zip((a, b), samples):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], Tensor], float]]:
     """name -> (forward closure over fresh leaf tensors, forward FLOPs of the maps it computes).
 
@@ -139,12 +152,22 @@ def bench_vs_hf_diffllama(s: Shape, iters: int) -> dict:
     def our_step() -> None:
         ours(x, our_rope).sum().backward()
 
-    cpu = torch.device("cpu")
-    hf_s, our_s = time_call(hf_step, cpu, iters=iters), time_call(our_step, cpu, iters=iters)
+    hf_s, our_s = time_alternating(hf_step, our_step, iters=2 * iters)
     import transformers
 
     return {"shape": vars(s), "transformers": transformers.__version__, "hf_fwd_bwd_ms": hf_s * 1e3,
             "ours_fwd_bwd_ms": our_s * 1e3, "speedup_vs_hf": hf_s / our_s}
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else whatever the platform module knows."""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def calibrate(device: torch.device) -> dict:
@@ -162,8 +185,8 @@ def calibrate(device: torch.device) -> dict:
 def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True) -> dict:
     dev = torch.device(device)
     iters = 3 if quick else 10
-    info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+    info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
+            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads()}
     if dev.type == "cuda":
         info["calibration"] = calibrate(dev)
         shapes, dtype = GPU_SHAPES, torch.bfloat16
@@ -177,7 +200,7 @@ def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True) -> dict:
 
 
 def format_report(info: dict) -> str:
-    lines = [f"device {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} threads"]
+    lines = [f"{info['date']} · {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} threads"]
     if "calibration" in info:
         c = info["calibration"]
         lines.append(f"calibration: copy {c['copy_GBps']:.0f} GB/s · bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")

@@ -18,7 +18,7 @@ from typing import Sequence
 from diffattn import experiments
 from diffattn.errors import ConfigError
 from diffattn.paths import lessons_dir, outputs_dir
-from diffattn.results import load_numbers, save_lesson_numbers
+from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
@@ -53,8 +53,17 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
     acc.add_argument("--json", action="store_true")
 
-    lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md")
+    lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md and README.md")
     lessons.add_argument("action", choices=["check", "sync"])
+
+    bench = sub.add_parser("bench", help="time attention ops (and our V1 vs Hugging Face DiffLlama on CPU); needs torch")
+    bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
+    bench.add_argument("--quick", action="store_true", help="one shape, three timed iterations")
+    bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
+    bench.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
+
+    gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
+    gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     return parser
 
 
@@ -140,12 +149,18 @@ def render_output(command: str) -> str:
     return buffer.getvalue()
 
 
+def quoting_files() -> list[Path]:
+    """Every markdown file that may quote outputs: the lessons and the README."""
+    readme = lessons_dir().parent / "README.md"
+    return sorted(lessons_dir().glob("*.md")) + ([readme] if readme.exists() else [])
+
+
 def _lesson_mismatches() -> list:
     from diffattn.lessontext import check_text
 
     numbers = load_numbers()
     problems = []
-    for path in sorted(lessons_dir().glob("*.md")):
+    for path in quoting_files():
         problems += check_text(path, path.read_text(), numbers, render_output)
     return problems
 
@@ -160,7 +175,7 @@ def cmd_lessons(args: argparse.Namespace) -> int:
         print(f"{len(problems)} mismatch(es)")
         return 1 if problems else 0
     numbers = load_numbers()
-    for path in sorted(lessons_dir().glob("*.md")):
+    for path in quoting_files():
         source = path.read_text()
         updated = sync_text(source, numbers, render_output)
         if updated != source:
@@ -169,4 +184,40 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "lessons": cmd_lessons}
+def _require_torch(what: str):
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError(f"{what} needs PyTorch: run `make course` (installs it) or pip install torch") from None
+    return torch
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    torch = _require_torch("bench")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
+    from diffattn import bench
+
+    info = bench.run(device, quick=args.quick, vs_hf=not args.no_hf)
+    print(bench.format_report(info))
+    if args.out:
+        write_json_atomic(args.out, info)
+    return 0
+
+
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    torch = _require_torch("gpu-check")
+    if not torch.cuda.is_available():
+        raise ConfigError("gpu-check needs a CUDA GPU (none is visible); the CPU checks run in `make test`")
+    from diffattn.experiments.lesson06_kernels import device_report
+
+    report = device_report("cuda")
+    print(json.dumps(report, indent=1))
+    if args.out:
+        write_json_atomic(args.out, report)
+    return 0 if report["agreement_ok"] else 1
+
+
+COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "lessons": cmd_lessons,
+            "bench": cmd_bench, "gpu-check": cmd_gpu_check}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The one prepared GPU run (about 5 minutes on an H100/H200). Writes everything to $OUT (default: outputs/gpu/local).
+#
+#   OUT=/some/dir bash scripts/gpu_check.sh
+#
+# Uses the machine's own python3 (PyTorch preinstalled; no pip, no network) with PYTHONPATH=code:
+#   1. environment: GPU, driver, torch / CUDA / cuDNN versions, flash-attn presence
+#   2. `python -m diffattn gpu-check`: every attention path vs an fp64 reference in bf16/fp16/fp32, SDPA kernel support
+#      for equal and 2d-wide values, whole modules in bf16 (lesson 06)
+#   3. the GPU tests (tests/test_gpu.py), when pytest is installed
+#   4. `python -m diffattn bench --device cuda`: calibration (copy GB/s, bf16 GEMM) and attention ops fwd / fwd+bwd
+# Training presets for the GPU track arrive with lesson 08; until then there is none to run.
+# Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-outputs/gpu/local}
+PY=${PYTHON:-python3}
+export PYTHONPATH=code${PYTHONPATH:+:$PYTHONPATH}
+mkdir -p "$OUT"
+status=0
+
+step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, remember failures
+    local name=$1 limit=$2
+    shift 2
+    echo "== $name"
+    local started=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "   exit $rc after $((SECONDS - started)) s (log: $OUT/$name.log)"
+    tail -n 25 "$OUT/$name.log"
+    [ "$rc" -eq 0 ] || status=1
+}
+
+step environment 60 bash -c "nvidia-smi; $PY -c 'import torch, importlib.util as u; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"cudnn\", torch.backends.cudnn.version(), \"gpu\", torch.cuda.get_device_name(), \"flash_attn\", u.find_spec(\"flash_attn\") is not None)'"
+step gpu-check 240 "$PY" -m diffattn gpu-check --out "$OUT/gpu-check.json"
+if "$PY" -c "import pytest" 2> /dev/null; then
+    step gpu-tests 240 "$PY" -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml"
+else
+    echo "== gpu-tests skipped: pytest is not installed here (gpu-check above runs the same checks)"
+fi
+step bench 300 "$PY" -m diffattn bench --device cuda --no-hf --out "$OUT/bench-cuda.json"
+echo "results in $OUT"
+exit $status
