@@ -88,7 +88,7 @@ def test_linearity_two_kernel_calls_equal_one_weight_matrix(lam, n, seed):
 
 
 def test_lambda_init_table_and_limit():
-    table = {0: 0.2000, 1: 0.3555, 2: 0.4707, 3: 0.5561, 4: 0.6193, 5: 0.6661, 6: 0.7008}  # diff-spec §2.2
+    table = {0: 0.2000, 1: 0.3555, 2: 0.4707, 3: 0.5561, 4: 0.6193, 5: 0.6661, 6: 0.7008}  # 0.8 − 0.6·exp(−0.3·d)
     assert {d: round(F.lambda_init(d), 4) for d in table} == table
     assert all(F.lambda_init(d) < F.lambda_init(d + 1) < 0.8 for d in range(60)), "increasing, bounded by 0.8"
 
@@ -196,7 +196,7 @@ def test_lambda_spread_at_init_matches_the_derivation():
     from diffattn.experiments.lesson05_diff_v1_torch import lambda_at_init
 
     r = lambda_at_init(128, seeds=200)  # std of the std estimate ≈ 0.008
-    assert abs(r["predicted_std"] - 0.16) < 1e-3  # diff-spec §2.2: ≈ 0.16 at d = 128
+    assert abs(r["predicted_std"] - 0.16) < 1e-3  # derived here: √(2·128)·0.01 = 0.16
     assert 0.13 < r["std"] < 0.19 and abs(r["mean"]) < 0.03
 
 

@@ -240,7 +240,7 @@ def test_kv_cache_appends_along_the_sequence():
 # ---- lesson 06's numbers ------------------------------------------------------------------------------------------
 
 def test_kernel_plans_match_the_cost_model():
-    """perf-notes §6.3 and §8: attention FLOPs 1 / 1.5 / 2 / 2 × baseline; decode K/V reads 1 / 1.5 / 2 / 1 ×."""
+    """Attention FLOPs 1 / 1.5 / 2 / 2 × baseline; decode K/V reads 1 / 1.5 / 2 / 1× (derived here, as in lesson 04)."""
     from diffattn.experiments.lesson06_kernels import plans
 
     rows = plans()["variants"]

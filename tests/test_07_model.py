@@ -98,7 +98,11 @@ def test_parameter_counts_match_lesson_04_accounting(base):
 
 
 def test_parameter_matching_deltas_per_layer():
-    """V1 = baseline + 6d; V2 = baseline + D·h·d + D·h; the 2h baseline = baseline + 2·D·h·d (diff-spec §2.6, §4.3)."""
+    """V1 = baseline + 6d; V2 = baseline + D·h·d + D·h; the 2h baseline = baseline + 2·D·h·d.
+
+    Derived in lesson 04 from the official constructors (microsoft/unilm Diff-Transformer/multihead_flashdiff_1.py and
+    Diff-Transformer-V2/multihead_flashdiffv2.py).
+    """
     D, h, d = GQA.d_model, GQA.n_head, GQA.head_dim
     per_layer = {v: parameter_breakdown(build(c))["attention_per_layer"] for v, c in matched_configs(GQA).items()}
     assert per_layer["diff_v1"] - per_layer["baseline"] == 6 * d

@@ -43,7 +43,8 @@ def test_flash_attn_runs_when_installed():
 
 
 def test_sdpa_kernels_for_equal_and_wide_values():
-    """perf-notes §4: MATH and EFFICIENT accept d_v ≠ d; FLASH needs equal dims. Print the rest for the record."""
+    """SDPA dispatch rules (pytorch/pytorch aten/src/ATen/native/transformers/cuda/sdp_utils.cpp): MATH and EFFICIENT
+    accept d_v ≠ d; FLASH needs equal dims. Print the rest for the record."""
     q = torch.zeros(1, 128, 8, 64, device="cuda", dtype=torch.bfloat16)
     k = torch.zeros(1, 128, 4, 64, device="cuda", dtype=torch.bfloat16)
     equal = kernels.sdpa_kernel_support(q, k, k)

@@ -100,7 +100,7 @@ def test_outputs_are_fresh(number: str, numbers):
     "text, unit, value, expected",
     [("0.853", "", 0.85312, "0.853"), ("4,194,688", "", 4194688, "4,194,688"), ("58.9", "M", 58_851_328, "58.9"),
      ("128", "%", 1.27999, "128"), ("−0.50", "", -0.5, "−0.50"), ("0.0", "", -0.00001, "0.0"),
-     ("2.5", "GiB", 2.5 * 2**30, "2.5")],
+     ("2.5", "GiB", 2.5 * 2**30, "2.5"), ("1.1e-15", "", 1.1102e-15, "1.1e-15"), ("7.2e-07", "", 7.15e-7, "7.2e-07")],
 )
 def test_number_formats_follow_the_text(text, unit, value, expected):
     assert format_like(text, unit, value) == expected

@@ -1,9 +1,10 @@
-"""Benchmarks: timings are reported, never asserted (lesson 06, lesson 12, README "Benchmarks").
+"""Benchmarks: timings are reported, never asserted (lesson 06, README "Benchmarks").
 
     python -m diffattn bench                 CPU: attention ops + our V1 module vs Hugging Face DiffLlama
     python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
 
-Attention-op TFLOP/s use the FlashAttention benchmark convention (perf-notes §6.1): forward = 2·B·H_q·S_q·S_k·
+Attention-op TFLOP/s use the FlashAttention benchmark convention (Dao-AILab/flash-attention,
+benchmarks/benchmark_flash_attention.py and hopper/benchmark_attn.py, `flops()`): forward = 2·B·H_q·S_q·S_k·
 (d_qk + d_v) FLOPs, halved when causal; forward+backward = 3.5 × forward. Each op is counted with the maps it
 actually computes, so V1's four-call path is charged for computing q kᵀ twice.
 """

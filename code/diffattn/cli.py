@@ -104,11 +104,24 @@ def cmd_course(args: argparse.Namespace) -> int:
         summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
     print("course summary (outputs/numbers.json, outputs/figures/):")
     print("\n".join(summary))
+    print(_device_note())
     stale = _lesson_mismatches()
     if stale:
         print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
         print("\n".join(f"  {m}" for m in stale[:10]))
     return 0
+
+
+def _device_note() -> str:
+    """Lesson numbers are computed on CPU so that they are the same everywhere; a GPU gets its own run."""
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed: the torch lessons were skipped (`make course` installs it)."
+    if torch.cuda.is_available():
+        return (f"GPU found ({torch.cuda.get_device_name()}): lesson numbers stay on CPU for reproducibility; "
+                "run `bash scripts/gpu_check.sh` for the GPU checks and benchmarks.")
+    return "no GPU found: everything ran on CPU (GPU-only checks live in scripts/gpu_check.sh)."
 
 
 def _figures(module, results: dict, figures_dir: Path) -> list[Path]:

@@ -55,9 +55,9 @@ def generate(model: GPT, prompt: Tensor, max_new_tokens: int, *, temperature: fl
     """
     require(max_new_tokens >= 0, f"max_new_tokens must be >= 0 (got {max_new_tokens})")
     require(prompt.dim() == 2 and prompt.shape[1] >= 1, f"prompt must be (batch, seq) with seq >= 1 (got {tuple(prompt.shape)})")
-    total = prompt.shape[1] + max_new_tokens
-    require(total <= model.config.max_seq_len,
-            f"prompt + new tokens = {total} exceeds max_seq_len {model.config.max_seq_len}")
+    fed = prompt.shape[1] + max_new_tokens - 1  # the last new token is sampled, never fed back to the model
+    require(fed <= model.config.max_seq_len,
+            f"prompt + new tokens - 1 = {fed} positions exceeds max_seq_len {model.config.max_seq_len}")
     tokens = prompt
     caches = model.new_caches() if use_cache else None
     step_input = prompt

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from diffattn.results import lookup
 
 NUMBER_TAG = re.compile(
-    r"(?P<num>[-−]?\d[\d,]*(?:\.\d+)?)(?P<space> ?)(?P<unit>%|×|k|M|B|KiB|MiB|GiB)?<!--n (?P<key>\d\d\.[\w.\-]+)-->"
+    r"(?P<num>[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?)(?P<space> ?)(?P<unit>%|×|k|M|B|KiB|MiB|GiB)?<!--n (?P<key>\d\d\.[\w.\-]+)-->"
 )
 OUTPUT_BLOCK = re.compile(r"<!-- output: (?P<args>[^>]+?) -->\n```text\n(?P<body>.*?)```", re.DOTALL)
 SCALE = {"%": 100.0, "k": 1e-3, "M": 1e-6, "B": 1e-9, "KiB": 2.0**-10, "MiB": 2.0**-20, "GiB": 2.0**-30}
@@ -39,9 +39,13 @@ class Mismatch:
 
 def format_like(text: str, unit: str, value: float) -> str:
     """Format `value` the way `text` is written (same decimals, commas, sign character)."""
-    decimals = len(text.split(".")[1]) if "." in text else 0
+    mantissa = text.split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
     scaled = float(value) * SCALE.get(unit, 1.0)
-    out = f"{scaled:,.{decimals}f}" if "," in text else f"{scaled:.{decimals}f}"
+    if "e" in text:  # scientific, as Python writes it: 1.1e-15
+        out = f"{scaled:.{decimals}e}"
+    else:
+        out = f"{scaled:,.{decimals}f}" if "," in text else f"{scaled:.{decimals}f}"
     if out.startswith("-") and text.startswith("−"):
         out = "−" + out[1:]
     if out in ("-0", "−0") or re.fullmatch(r"[-−]0\.0*", out):

@@ -1,7 +1,8 @@
 """Lesson 05: DIFF V1 as a PyTorch module, and the numbers the lesson quotes about it.
 
   seed        seed 000's six-token torch example, rerun: row sums and the count of negative weights
-  schedule    λ_init(depth) for the depths of diff-spec §2.2's table, and the constant (1 − λ_init)
+  schedule    λ_init(depth) for depths 0 … 27 (27 = the last layer of the paper's 28-layer 3B model, App. D, Table 9),
+              and the constant (1 − λ_init)
   lambda0     λ at initialisation from freshly built modules, over many seeds: the spread the N(0, 0.1²) init gives
   norm        what the per-head RMSNorm does to each head's scale, on one fresh module
   params      parameter counts of the actual modules at the official example.py sizes
@@ -67,7 +68,8 @@ def lambda_at_init(head_dim: int, seeds: int, bar: Progress | None = None) -> di
     mean = sum(offsets) / seeds
     std = math.sqrt(sum((x - mean) ** 2 for x in offsets) / (seeds - 1))
     # λ − λ_init = e^a − e^b with a, b = sums of d products of two N(0, 0.1²) draws: Var a = d·0.1⁴, so for small
-    # a, b the spread is √(2·d)·0.01 (diff-spec §2.2 derives 0.16 at d = 128).
+    # a, b the spread is √(2·d)·0.01, i.e. 0.16 at d = 128 (derived here, not a paper number; checked by
+    # tests/test_05_properties.py::test_lambda_spread_at_init_matches_the_derivation).
     predicted = math.sqrt(2 * head_dim) * 0.01
     return {"mean": mean, "std": std, "predicted_std": predicted, "min": min(offsets), "max": max(offsets),
             "seeds": seeds, "samples": offsets}

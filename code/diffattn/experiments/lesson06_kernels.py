@@ -54,7 +54,8 @@ class KernelCall:
 
 
 def call_plan(variant: str, h_base: int, h_kv_base: int, d: int) -> list[KernelCall]:
-    """The kernel calls one attention layer makes, as in the official files (diff-spec §2.5, §4.1)."""
+    """The kernel calls one attention layer makes, as in the official files (microsoft/unilm Diff-Transformer/:
+    multihead_flashdiff_1.py, multihead_flashdiff_2.py, Diff-Transformer-V2/multihead_flashdiffv2.py)."""
     h, h_kv = h_base // 2, h_kv_base // 2  # V1's differential heads and KV groups
     if variant == "baseline":
         return [KernelCall(h_base, h_kv_base, d, d, "K, V")]
@@ -114,7 +115,9 @@ def v1_paths(dtype: torch.dtype, seed: int = 0) -> float:
     """Max |two-call − four-call| for V1's attn1 = A1·V with V 2d wide (b 2, N 64, h 4, h_kv 2, d 32)."""
     g = torch.Generator().manual_seed(seed)
     q, k, v = _random((2, 64, 4, 32), g, dtype), _random((2, 64, 2, 32), g, dtype), _random((2, 64, 2, 64), g, dtype)
-    two = kernels.attention(q, k, v, backend="sdpa")  # one call, d_v = 2d
+    # One call with d_v = 2d on the math path: on CPU the "sdpa" backend itself splits 2d-wide values, so comparing
+    # it with split_value_attention would compare the split path with itself.
+    two = kernels.attention(q, k, v, backend="math")
     four = kernels.split_value_attention(q, k, v, backend="sdpa")  # two calls, d_v = d each
     return (two - four).abs().max().item()
 
@@ -136,11 +139,12 @@ def v2_call(dtype: torch.dtype, seed: int = 0) -> float:
 
 
 def machine() -> dict:
-    """What this machine runs: backend choices and which SDPA kernels take equal vs 2d-wide values."""
+    """What runs for CPU tensors: backend choices and which SDPA kernels take equal vs 2d-wide values.
+
+    Only CPU facts, so the numbers are the same on every machine; a GPU's are in `device_report` (gpu_check.sh)."""
     q, k = torch.zeros(1, 8, 4, 64), torch.zeros(1, 8, 2, 64)
     v_equal, v_wide = torch.zeros(1, 8, 2, 64), torch.zeros(1, 8, 2, 128)
     return {
-        "available": kernels.available_backends(),
         "auto": {
             "fp32_equal_dims": kernels.resolve_backend(q, k, v_equal),
             "fp32_v1_values_2d": kernels.resolve_backend(q, k, v_wide),
@@ -151,7 +155,6 @@ def machine() -> dict:
             "equal_dims": kernels.sdpa_kernel_support(q, k, v_equal),
             "v1_values_2d": kernels.sdpa_kernel_support(q, k, v_wide),
         },
-        "cuda": torch.cuda.is_available(),
     }
 
 
@@ -183,7 +186,7 @@ def run(progress: bool = True) -> dict:
 def report(results: dict) -> str:
     m = results["machine"]
     lines = [
-        f"this machine: backends available {', '.join(m['available'])}; CUDA {'yes' if m['cuda'] else 'no'}",
+        "CPU tensors (the same on every machine; GPUs are covered by `python -m diffattn gpu-check`):",
         f"  auto picks: fp32 equal dims -> {m['auto']['fp32_equal_dims']}, fp32 V1 values (64, 128) -> "
         f"{m['auto']['fp32_v1_values_2d']}, bf16 -> {m['auto']['bf16_equal_dims']}",
         f"  flash_attn not used: {m['flash_attn_refuses'] or 'it would run'}",

@@ -2,11 +2,13 @@
 
     module               official file (microsoft/unilm Diff-Transformer/)      state-dict keys
     MultiheadAttention   multihead_attention.py                                 q_proj k_proj v_proj out_proj
-    DiffAttentionV1      multihead_flashdiff_1.py (MultiheadDiffAttn)           + lambda_q1 lambda_k1 lambda_q2 lambda_k2
+    DiffAttentionV1      multihead_flashdiff_1.py (MultiheadFlashDiff1)         + lambda_q1 lambda_k1 lambda_q2 lambda_k2
                                                                                   subln.weight  (out_proj, no o_proj)
     DiffAttentionV2      Diff-Transformer-V2/multihead_flashdiffv2.py           q_proj k_proj v_proj o_proj lambda_proj
 
-Head counts follow each official file, and they mean different things (diff-spec §6 item 7):
+Head counts follow each official file, and they mean different things (read off the constructors in
+multihead_flashdiff_1.py and Diff-Transformer-V2/multihead_flashdiffv2.py, and HF transformers'
+models/diffllama/modeling_diffllama.py):
 
     baseline  num_heads = h_base query heads of width d = embed_dim / h_base
     V1        num_heads = h_base / 2 differential heads; each has two d-wide query/key heads and one 2d-wide value
@@ -89,9 +91,7 @@ class MultiheadAttention(_Attention):
         super().__init__(backend)
         num_kv_heads = num_kv_heads or num_heads
         require_positive(embed_dim=embed_dim, num_heads=num_heads, num_kv_heads=num_kv_heads)
-        if head_dim is None:
-            require(embed_dim % num_heads == 0, f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
-            head_dim = embed_dim // num_heads
+        head_dim = _default_head_dim("embed_dim", embed_dim, num_heads, head_dim)
         _require_heads(num_heads, num_kv_heads, head_dim)
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.q_proj = nn.Linear(embed_dim, num_heads * head_dim, bias=False)
@@ -202,9 +202,7 @@ class DiffAttentionV2(_Attention):
         super().__init__(backend)
         num_kv_heads = num_kv_heads or num_heads
         require_positive(d_model=d_model, num_heads=num_heads, num_kv_heads=num_kv_heads)
-        if head_dim is None:
-            require(d_model % num_heads == 0, f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-            head_dim = d_model // num_heads
+        head_dim = _default_head_dim("d_model", d_model, num_heads, head_dim)
         _require_even_head_dim(head_dim)
         F.check_pairs_share_kv(2 * num_heads, num_kv_heads)
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
@@ -223,6 +221,14 @@ class DiffAttentionV2(_Attention):
         k, v = self._cached(k, v, cache)
         out = F.diff_v2_gqa_attention(q, k, v, self.lambda_proj(x), causal=True, backend=self.backend)  # (b, N, h, d)
         return self.o_proj(out.reshape(b, n, h * d))
+
+
+def _default_head_dim(width_name: str, width: int, num_heads: int, head_dim: int | None) -> int:
+    """head_dim as given, or width / num_heads (the official default), which must then divide evenly."""
+    if head_dim is not None:
+        return head_dim
+    require(width % num_heads == 0, f"{width_name} ({width}) must be divisible by num_heads ({num_heads})")
+    return width // num_heads
 
 
 def _require_even_head_dim(head_dim: int) -> None:

@@ -149,8 +149,9 @@ def headwise_norm(attn: Tensor, weight: Tensor | None, lambda_init: float, eps: 
     """V1's per-head normalisation (paper eq. 3, "GroupNorm" in Fig. 2): (1 − λ_init) · RMSNorm(head_i).
 
     attn is (b, N, h, 2d): the RMS is taken over each head's own 2d channels (the last dim), never across heads;
-    `weight` is one (2d,) vector shared by all heads (or None). The constant (1 − λ_init) brings the normalised
-    head back to the scale of (A1 − λ_init·A2)V ≈ (1 − λ_init)·AV at initialisation (paper App. G).
+    `weight` is one (2d,) vector shared by all heads (or None). The norm makes every head unit-RMS; the constant
+    (1 − λ_init) then sets that scale to (1 − λ_init), the factor by which (A1 − λ_init·A2)V ≈ (1 − λ_init)·AV shrinks
+    when A1 ≈ A2 at initialisation, which keeps gradient magnitudes Transformer-like (paper App. G).
     """
     return rms_norm(attn, weight, eps) * (1.0 - lambda_init)
 

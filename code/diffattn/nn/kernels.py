@@ -55,10 +55,10 @@ def available_backends() -> list[str]:
 def flash_attn_unsupported(q: Tensor, k: Tensor, v: Tensor) -> str | None:
     """Why flash-attn cannot take these tensors, or None when it can."""
     d = q.shape[-1]
+    if not q.is_cuda:  # checked first: the answer for CPU tensors must not depend on what is installed
+        return f"tensors are on {q.device.type}, flash-attn needs CUDA"
     if not flash_attn_installed():
         return "the flash-attn package is not installed"
-    if not q.is_cuda:
-        return f"tensors are on {q.device.type}, flash-attn needs CUDA"
     if q.dtype not in (torch.float16, torch.bfloat16):
         return f"flash-attn needs fp16 or bf16 (got {q.dtype})"
     if d % 8 or d > 256:
