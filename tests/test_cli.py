@@ -88,6 +88,37 @@ def test_unknown_lesson_is_an_error(args):
     assert_one_line_error(diffattn(*args), "lesson must be one of 01")
 
 
+@pytest.mark.parametrize("args, constraint, kwargs", [
+    (["--variant", "v2", "--lam", "1.2"], "DIFF V2's coefficient σ(λ) must be strictly between 0 and 1",
+     dict(variant="v2", lam=1.2)),
+    (["--variant", "v2", "--lam", "0"], "DIFF V2's coefficient σ(λ) must be strictly between 0 and 1",
+     dict(variant="v2", lam=0.0)),
+    (["--lam", "nan"], "λ must be a finite number", dict(lam=float("nan"))),
+    (["--rho", "1.5"], "noise correlation ρ must be in [-1, 1]", dict(rho=1.5)),
+    (["--noise", "-1"], "noise amplitude σ must be >= 0", dict(sigma=-1.0)),
+    (["--n", "1"], "N must be >= 2", dict(n=1)),
+    (["--trials", "0"], "trials must be >= 1", dict(trials=0)),
+])
+def test_snr_rejects_settings_a_variant_does_not_allow(args, constraint, kwargs):
+    from diffattn.experiments.lesson03_snr import try_setting
+
+    message = assert_one_line_error(diffattn("snr", "--n", "64", "--trials", "2", *args), constraint)
+    with pytest.raises(ConfigError) as info:
+        try_setting(**{"n": 64, "trials": 2, **kwargs})
+    assert str(info.value) == message
+
+
+def test_snr_v1_accepts_any_finite_lambda_and_reports_both_methods():
+    """V1's learned λ is unconstrained: a negative λ or one above 1 is a legal (if unhelpful) setting."""
+    for lam in ("-0.5", "1.5"):
+        run = diffattn("snr", "--n", "256", "--trials", "2", "--lam", lam, "--json")
+        assert run.returncode == 0, run.stderr
+        result = json.loads(run.stdout)
+        assert {"softmax", "diff", "snr_ratio_median"} <= set(result)
+    identical = json.loads(diffattn("snr", "--n", "256", "--trials", "2", "--lam", "0", "--json").stdout)
+    assert identical["diff"] == identical["softmax"], "λ = 0 must reduce DIFF to softmax exactly"
+
+
 def test_accounting_json_happy_path():
     run = diffattn("accounting", *SEVEN_B, "--kv-heads", "8", "--context", "4096", "--json")
     assert run.returncode == 0 and run.stderr == ""

@@ -53,6 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
     acc.add_argument("--json", action="store_true")
 
+    snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)")
+    snr.add_argument("--n", type=int, default=1024, help="context length N (>= 2)")
+    snr.add_argument("--signal", type=float, default=8.0, help="μ, the signal's logit above the noise mean")
+    snr.add_argument("--noise", type=float, default=1.5, help="σ, the spread of the irrelevant logits (>= 0)")
+    snr.add_argument("--rho", type=float, default=0.9, help="correlation of the two maps' noise, in [-1, 1]")
+    snr.add_argument("--lam", type=float, default=0.8, help="λ (V1: any finite number; V2: σ(λ), strictly in (0, 1))")
+    snr.add_argument("--variant", choices=["v1", "v2"], default="v1")
+    snr.add_argument("--trials", type=int, default=16)
+    snr.add_argument("--json", action="store_true")
+
     lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md and README.md")
     lessons.add_argument("action", choices=["check", "sync"])
 
@@ -131,6 +141,14 @@ def _figures(module, results: dict, figures_dir: Path) -> list[Path]:
         print("  (matplotlib not installed: figures skipped)", file=sys.stderr)
         return []
     return module.figures(results, figures_dir)
+
+
+def cmd_snr(args: argparse.Namespace) -> int:
+    from diffattn.experiments import lesson03_snr
+
+    result = lesson03_snr.try_setting(args.n, args.signal, args.noise, args.rho, args.lam, args.variant, args.trials)
+    print(json.dumps(result, indent=1) if args.json else lesson03_snr.format_setting(result))
+    return 0
 
 
 def cmd_accounting(args: argparse.Namespace) -> int:
@@ -232,5 +250,5 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0 if report["agreement_ok"] else 1
 
 
-COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "lessons": cmd_lessons,
+COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -266,6 +267,48 @@ def run(progress: bool = True) -> dict[str, Any]:
 def _label(key: str) -> str:
     """'softmax' stays; 'rho090' -> 'ρ = 0.90'."""
     return key if key == "softmax" else f"ρ = {int(key[3:]) / 100:.2f}"
+
+
+def try_setting(n: int = N, mu: float = MU, sigma: float = SIGMA, rho: float = 0.9, lam: float = LAMBDA,
+                variant: str = "v1", trials: int = 16) -> dict[str, Any]:
+    """One setting of this lesson's model, for `python -m diffattn snr`: softmax vs DIFF, medians over trials.
+
+    V1's λ is any finite number (the learned λ is unconstrained); V2's coefficient σ(λ_t) lies strictly inside (0, 1).
+    Medians, not geometric means: a DIFF row can put a negative weight on the signal, and then its SNR is negative.
+    """
+    require(variant in ("v1", "v2"), f"variant must be v1 or v2 (got {variant!r})")
+    require(n >= 2, f"N must be >= 2: the signal and at least one other token (got {n})")
+    require(trials >= 1, f"trials must be >= 1 (got {trials})")
+    if variant == "v2":
+        require(0.0 < lam < 1.0, f"DIFF V2's coefficient σ(λ) must be strictly between 0 and 1 (got {lam})")
+    rows: dict[str, list[dict[str, float]]] = {"softmax": [], "diff": []}
+    for t in range(trials):
+        eps1, eta = draws(t, n)
+        values = value_vectors(t, n)
+        a1 = softmax(signal_logits(eps1, SIGNAL, mu, sigma))
+        a2 = softmax(noise_logits(eps1, eta, sigma, rho))
+        rows["softmax"].append(measures(a1, values))
+        rows["diff"].append(measures(subtract_maps(a1, a2, lam), values))
+    summary = {
+        method: {"snr_median": statistics.median(r["snr"] for r in rs),
+                 **{name: arithmetic([r[name] for r in rs]) for name in ("share", "cos")}}
+        for method, rs in rows.items()
+    }
+    ratios = [d["snr"] / s["snr"] for d, s in zip(rows["diff"], rows["softmax"])]
+    return {"setting": {"n": n, "mu": mu, "sigma": sigma, "rho": rho, "lam": lam, "variant": variant, "trials": trials},
+            **summary, "snr_ratio_median": statistics.median(ratios)}
+
+
+def format_setting(result: dict[str, Any]) -> str:
+    s = result["setting"]
+    lines = [f"N = {s['n']:,}, μ = {s['mu']:g}, σ = {s['sigma']:g}, ρ = {s['rho']:g}, DIFF {s['variant'].upper()} "
+             f"with λ = {s['lam']:g}, {s['trials']} trials (lesson 03's model)",
+             f"  {'':<8} {'SNR (median)':>13} {'signal share':>14} {'cos(o, v_s)':>12}"]
+    for method in ("softmax", "diff"):
+        r = result[method]
+        lines.append(f"  {method:<8} {r['snr_median']:>13.4g} {r['share']['mean']:>14.3f} {r['cos']['mean']:>12.3f}")
+    lines.append(f"  DIFF / softmax SNR, median over trials: {result['snr_ratio_median']:.3g}×")
+    return "\n".join(lines)
 
 
 def report(results: dict[str, Any]) -> str:
