@@ -266,3 +266,19 @@ def test_v1_lambda_parameters_stay_fp32_and_start_near_lambda_init():
     assert module.lambda_full().dtype == torch.float32 and module.lambda_full().dim() == 0
     assert abs(module.lambda_init - 0.4707) < 1e-4
     assert torch.all(module.subln.weight == 1.0), "subln is affine, initialised to 1 (PR #1644)"
+
+
+@pytest.mark.parametrize("build", [
+    lambda: MultiheadAttention(32, 4, 2),
+    lambda: DiffAttentionV1(32, 0, 2, 1),
+    lambda: DiffAttentionV2(32, 4, 2),
+], ids=["baseline", "v1", "v2"])
+def test_inputs_of_the_wrong_dtype_device_or_width_are_one_line_errors(build):
+    module = build()
+    rope = rope_cos_sin((0, 5), module.head_dim)
+    with pytest.raises(ConfigError, match="weights are torch.float32"):
+        module(torch.zeros(1, 5, 32, dtype=torch.float64), rope)
+    with pytest.raises(ConfigError, match="weights are on cpu"):
+        module(torch.zeros(1, 5, 32, device="meta"), rope)
+    with pytest.raises(ConfigError, match=r"takes x of shape \(batch, seq, 32\)"):
+        module(torch.zeros(1, 5, 16), rope)

@@ -57,6 +57,15 @@ class _Attention(nn.Module):
         require(backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
         self.backend = backend
 
+    def _check_input(self, x: Tensor) -> tuple[int, int]:
+        """x must be (b, N, d_model) with the weights' dtype and device; returns (b, N)."""
+        weight = self.q_proj.weight
+        require(x.dim() == 3 and x.shape[-1] == weight.shape[1],
+                f"{self.VARIANT} takes x of shape (batch, seq, {weight.shape[1]}), got {tuple(x.shape)}")
+        require(x.dtype == weight.dtype, f"x is {x.dtype} but the {self.VARIANT} weights are {weight.dtype}")
+        require(x.device == weight.device, f"x is on {x.device} but the {self.VARIANT} weights are on {weight.device}")
+        return x.shape[0], x.shape[1]
+
     @staticmethod
     def _cached(k: Tensor, v: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
         """Append the new keys/values to the cache and return all of them (or just these, with no cache)."""
@@ -100,7 +109,7 @@ class MultiheadAttention(_Attention):
         self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=False)
 
     def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
-        b, n, _ = x.shape
+        b, n = self._check_input(x)
         q = apply_rope(self.q_proj(x).view(b, n, self.num_heads, self.head_dim), *rope)  # (b, N, h, d)
         k = apply_rope(self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim), *rope)  # (b, N, h_kv, d)
         v = self.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim)  # (b, N, h_kv, d)
@@ -156,7 +165,7 @@ class DiffAttentionV1(_Attention):
 
     def differential_heads(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
         """Every head's (A1 − λ·A2) V before the norm: (b, N, h, 2d)."""
-        b, n, _ = x.shape
+        b, n = self._check_input(x)
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q = apply_rope(self.q_proj(x).view(b, n, 2 * h, d), *rope)  # (b, N, 2h, d)
         k = apply_rope(self.k_proj(x).view(b, n, 2 * h_kv, d), *rope)  # (b, N, 2h_kv, d)
@@ -213,7 +222,7 @@ class DiffAttentionV2(_Attention):
         self.lambda_proj = nn.Linear(d_model, num_heads, bias=False)
 
     def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
-        b, n, _ = x.shape
+        b, n = self._check_input(x)
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q = apply_rope(self.q_proj(x).view(b, n, 2 * h, d), *rope)  # (b, N, 2h, d)
         k = apply_rope(self.k_proj(x).view(b, n, h_kv, d), *rope)  # (b, N, h_kv, d)
