@@ -35,7 +35,7 @@ test-slow: $(STAMP)
 
 # Grades the stubs in exercises/ (not the reference); prints points per exercise.
 grade: $(STAMP)
-	-$(PYTEST) -m graded --impl=exercises --results-json=results.json -q
+	-$(PYTEST) -m graded --impl=exercises --results-json=results.json -q --tb=no -rN
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

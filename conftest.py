@@ -128,3 +128,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.write_line(book.summary())
         if target:
             terminalreporter.write_line(f"wrote {target}")
+        if any(not row["passed"] for row in book.rows.values()):
+            terminalreporter.write_line(f'details of one lesson\'s failures: python -m pytest -m "graded and ex01" '
+                                        f'--impl={config.getoption("--impl")} (replace 01 with the lesson)')
