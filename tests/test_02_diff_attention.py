@@ -138,6 +138,8 @@ def test_v1_output_matches_the_formula_and_is_2d_wide(impl, n_q, n_k, d, causal)
     out = impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8, causal)
     assert len(out) == n_q and all(len(row) == 2 * d for row in out)
     assert close(out, oracle_times(oracle_v1_weights(q1, k1, q2, k2, 0.8, causal), v))
+    if not causal:  # the signature's default is causal=False
+        assert close(impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8), out)
 
 
 @pytest.mark.grade("02.2", points=1)
@@ -188,6 +190,8 @@ def test_v2_output_matches_the_formula_and_is_d_wide(impl, n_q, n_k, d, causal):
     assert len(out) == n_q and all(len(row) == d for row in out)
     assert close(out, oracle_v2(q1, q2, k, v, lambda_logits, causal))
     assert close(impl.diff_attention_v2(q1, q2, k, v, 0.3, causal), oracle_v2(q1, q2, k, v, [0.3] * n_q, causal))
+    if not causal:  # the signature's default is causal=False
+        assert close(impl.diff_attention_v2(q1, q2, k, v, lambda_logits), out)
 
 
 @pytest.mark.grade("02.2", points=1)

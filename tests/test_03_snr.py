@@ -93,11 +93,13 @@ def test_snr_is_scale_free(impl, seed, scale):
 @pytest.mark.grade("03.1", points=1)
 def test_snr_edge_cases(impl):
     assert impl.signal_to_noise([0.2, 0.0, 0.0], 0) == math.inf  # a floor of exactly zero
+    assert impl.signal_to_noise([0.0, -0.2, 0.0], 1) == -math.inf  # ... under a negative signal: the sign is kept
     assert impl.signal_to_noise([0.25, 0.25, 0.25, 0.25], 1) == pytest.approx(1.0, rel=REL)  # no signal at all
     with pytest.raises(ValueError):
         impl.signal_to_noise([1.0], 0)  # no noise positions to average over
-    with pytest.raises(ValueError):
-        impl.signal_to_noise([0.5, 0.5], 2)  # the signal index must be a position of the row
+    for bad_index in (2, -1):  # the signal index must be a position of the row: 0 <= s < N, no wrap-around
+        with pytest.raises(ValueError):
+            impl.signal_to_noise([0.5, 0.5], bad_index)
 
 
 # ---------------------------------------------------------------- 03.2 noise_crossover
@@ -126,6 +128,8 @@ def test_crossover_edge_cases(impl):
     assert impl.noise_crossover([0.0, 1.0, 2.0, 3.0], bumpy) == pytest.approx(2.0 / 3.0, abs=1e-12)  # the first one
     with pytest.raises(ValueError):
         impl.noise_crossover([0.0, 2.0, 1.0], lambda s: 0.9)  # levels must increase
+    with pytest.raises(ValueError):
+        impl.noise_crossover([], lambda s: 0.9)  # an empty grid is an error, not "never drops"
 
 
 @pytest.mark.grade("03.2", points=1)
@@ -179,12 +183,15 @@ def test_lambda_sweep_argmax_is_where_identical_noise_cancels(impl):
 
 
 @pytest.mark.grade("03.3", points=2)
-def test_best_lambda_returns_the_lambda_not_its_index(impl):
+def test_best_lambda_returns_the_lambda_not_its_index_and_bad_input_raises(impl):
     assert impl.best_lambda([0.1, 0.3, 0.5, 0.7], [2.0, 9.0, 4.0, 1.0]) == 0.3
     assert impl.best_lambda([0.0, 0.25, 0.5], [1.0, 3.0, 3.0]) == 0.25  # ties: the first
     assert impl.best_lambda([0.6], [5.0]) == 0.6
+    assert impl.best_lambda([0.0, 0.5, 1.0], [2.0, 3.0, -7.0]) == 0.5  # the largest SNR, not the largest |SNR|
     with pytest.raises(ValueError):
         impl.best_lambda([0.1, 0.2], [1.0])
+    with pytest.raises(ValueError):  # zip would silently drop the extra logit
+        impl.lambda_sweep([1.0, 0.0, 0.0], [0.0, 0.0], 0, [0.5])
 
 
 # ---------------------------------------------------------------- the synthetic model and the other measures

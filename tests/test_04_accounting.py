@@ -116,6 +116,7 @@ def test_kv_cache_rejects_impossible_layouts(impl):
         ("diff_v1", 32, 32, 128, 1),       # MQA cannot be halved for V1
         ("diff_v2", 32, 32, 128, 3),       # h_kv must divide h (and so keep V2's pairs in one group)
         ("baseline", 0, 32, 128),          # sizes must be positive
+        ("diff_v3", 32, 32, 128),          # unknown variant
     ]:
         with pytest.raises(ValueError):
             impl.kv_cache_bytes_per_token(*args)
@@ -172,6 +173,8 @@ def test_llama_7b_shape_counts_6_738_415_616():
     config = acc.ModelConfig(hidden=4096, heads=32, head_dim=128, layers=32, vocab=32000)
     assert config.ffn == 11008 and config.kv_heads == 32
     assert acc.model_params(config, "baseline")["total"] == 6_738_415_616
+    # every weight a token is multiplied by: all of it except the embedding lookup and the 2·32 + 1 RMSNorm weights
+    assert acc.matmul_params(config, "baseline") == 6_738_415_616 - 32000 * 4096 - (2 * 32 + 1) * 4096
 
 
 def test_diff_3b_config_does_not_reproduce_the_papers_2_8b():

@@ -3,7 +3,7 @@
 Every test calls `impl.<function>` (tests/adapters.py), so `--impl exercises` grades the stubs in
 exercises/ex05_diff_v1.py and `--impl tests.wrong.w05_*` proves these tests reject known mistakes.
 References are written inline from the formulas, in float64. Tolerances: λ 1e-6 (float32 result), λ_init 1e-12,
-norm 1e-5 (float32 inputs).
+norm 1e-5 (float32 inputs), 2e-2 (bfloat16) and 1e-2 (float16).
 """
 
 from __future__ import annotations
@@ -129,10 +129,13 @@ def test_each_head_is_normalised_on_its_own(impl):
 
 
 @pytest.mark.grade("05.3", points=1)
-def test_no_mean_centring_and_no_sqrt2(impl):
+def test_no_mean_centring_no_sqrt2_and_eps_inside_the_root(impl):
     attn = torch.full((1, 1, 2, 4), 2.0)  # a constant head: RMS 2; LayerNorm would map it to 0
     got = impl.headwise_norm(attn, None, 0.3555, eps=0.0)
     assert torch.allclose(got, torch.full_like(got, 1 - 0.3555), atol=1e-6), "x / RMS(x) × (1 − λ_init); no √2"
+    # a large eps makes its place visible: 2 / √(4 + 5) = 2/3; eps outside the root gives 2/7, an ignored eps 1
+    got = impl.headwise_norm(attn, None, 0.2, eps=5.0)
+    assert torch.allclose(got, torch.full_like(got, 2 / 3 * 0.8), atol=1e-6), "x / √(mean(x²) + eps), eps as given"
 
 
 @pytest.mark.grade("05.3", points=1)
@@ -143,3 +146,9 @@ def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
     assert got.dtype == torch.bfloat16, "cast back to the input dtype"
     expected = _norm64(attn.float(), weight, 0.2, 1e-5)
     assert torch.allclose(got.double(), expected, rtol=2e-2, atol=2e-2)
+    # fp16 entries of a few hundred square past fp16's largest value (65504): the RMS must be computed in float32
+    loud = (400 * _heads(5)).half()
+    got = impl.headwise_norm(loud, weight.half(), 0.2)
+    assert got.dtype == torch.float16, "cast back to the input dtype"
+    expected = _norm64(loud, weight, 0.2, 1e-5)
+    assert torch.allclose(got.double(), expected, rtol=1e-2, atol=1e-2), "mean(x²) overflowed: upcast to float32"

@@ -268,3 +268,13 @@ def test_paper_table7_percentages_are_relative_to_diff():
     assert got == printed
     assert all(m["diff_slower"] < -m["table_percent"] for modes in p["rows"].values() for m in modes.values())
     assert [round(x, 3) for x in p["slower_range"]] == [0.048, 0.103]
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_v2_rejects_non_finite_lambda_logits_like_the_stdlib(bad):
+    """σ(±inf) is a finite 0 or 1, so the check must look at the logits themselves, as diffattn.pure does."""
+    q = torch.zeros(3, 4, dtype=torch.float64)
+    with pytest.raises(ConfigError, match="λ logits must be finite"):
+        F.diff_weights_v2(q, q, q, bad)
+    with pytest.raises(ConfigError, match="λ logits must be finite"):
+        pure.diff_weights_v2(q.tolist(), q.tolist(), q.tolist(), bad)

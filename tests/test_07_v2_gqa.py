@@ -65,7 +65,7 @@ def test_query_head_groups_rejects_impossible_groupings(impl, q_heads, kv_heads)
 
 
 @pytest.mark.grade("07.1", points=2)
-def test_pairs_never_cross_a_gqa_group(impl):
+def test_pairs_never_cross_a_gqa_group_and_bad_shapes_raise(impl):
     for q_heads, kv_heads in [(2 * HEADS, KV_HEADS), (2 * HEADS, 2 * HEADS // 2), (16, 4), (8, 1), (12, 3)]:
         groups = impl.query_head_groups(q_heads, kv_heads)
         assert all(groups[2 * i] == groups[2 * i + 1] for i in range(q_heads // 2)), (q_heads, kv_heads, groups)
@@ -73,6 +73,11 @@ def test_pairs_never_cross_a_gqa_group(impl):
         q, k, v, lam = random_inputs(1, 2, 2, q_heads, kv_heads, HEAD_DIM)
         with pytest.raises(ValueError):
             impl.diff_v2_gqa_attention(q, k, v, lam)
+    # one λ logit per token and output head, (b, N, h): anything else would broadcast silently or fail in torch
+    q, k, v, lam = random_inputs(2, 3, 3, 8, 2, HEAD_DIM)
+    for bad in (lam[..., :1], lam[..., 0], torch.cat([lam, lam], dim=-1), lam[:1]):
+        with pytest.raises(ValueError):
+            impl.diff_v2_gqa_attention(q, k, v, bad)
 
 
 @pytest.mark.grade("07.1", points=2)
@@ -87,6 +92,7 @@ def test_each_output_head_reads_only_its_own_kv_head(impl):
     """Changing KV head j must change exactly the output heads whose pair lives in group j (4 of the 32)."""
     q, k, v, lam = random_inputs(1, 4, 4, 2 * HEADS, KV_HEADS, HEAD_DIM, seed=7)
     before = impl.diff_v2_gqa_attention(q, k, v, lam)
+    assert_matches(before, reference(q, k, v, lam, True))  # causal unless told otherwise: the signature's default
     for j in range(KV_HEADS):
         k2, v2 = k.clone(), v.clone()
         k2[:, :, j] += 1.0

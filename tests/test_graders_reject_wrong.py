@@ -1,17 +1,20 @@
 """The graded tests reject known-wrong implementations.
 
 Each tests/wrong/wNN_*.py replaces some reference functions (OVERRIDES) with a plausible mistake and names the
-exercises that must then lose points (LOSES). The real grader (`pytest -m graded --impl=tests.wrong.<module>
---results-json=...`, what `make grade` runs) grades each one on the test files of its lessons, in a separate process
-(tests/grading/regrade.py), and every case here reads its points back from the results.json it wrote.
+exercises that must then lose points (LOSES), and only those: the other exercises of its lessons keep full marks.
+The real grader (`pytest -m graded --impl=tests.wrong.<module> --results-json=...`, what `make grade` runs) grades
+each one on the test files of its lessons, in a separate process (tests/grading/regrade.py), and every case here
+reads its points back from the results.json it wrote.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,12 +22,13 @@ from pathlib import Path
 import pytest
 
 import tests.wrong
-from tests.adapters import EXERCISES
+from tests.adapters import EXERCISES, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
 TORCH_LESSONS = {"05", "06", "07"}
+BROKEN = re.compile(r"\b(NameError|UnboundLocalError|ImportError|ModuleNotFoundError|SyntaxError|NotImplementedError)\b")
 
 
 def loses(module: str) -> tuple[str, ...]:
@@ -70,18 +74,35 @@ def test_every_graded_exercise_has_a_known_wrong_implementation():
 
 
 def test_each_wrong_module_declares_real_exercises_and_overrides():
+    stubs = exercise_paths()
     for module in WRONG:
         mod = importlib.import_module(module)
         assert mod.LOSES and set(mod.LOSES) <= set(EXERCISES), module
         assert mod.OVERRIDES, module
         assert (mod.__doc__ or "").strip(), f"{module}: say in the docstring what mistake it makes"
+        for name, function in mod.OVERRIDES.items():
+            assert name in stubs, f"{module}: {name!r} is no exercise function (see tests/adapters.py)"
+            if not runnable(module):
+                continue  # the torch exercise stubs import torch
+            stub_module, attr = stubs[name].split(":")
+            stub = getattr(importlib.import_module(stub_module), attr)
+            # the student's signature: a wrong function that a test cannot even call would lose points vacuously
+            assert list(inspect.signature(function).parameters) == list(inspect.signature(stub).parameters), \
+                f"{module}: {name} must take the stub's parameters"
 
 
 @pytest.mark.parametrize("module", WRONG)
 def test_wrong_implementation_loses_points(module: str, results: Path):
     if not runnable(module):
         pytest.skip("needs PyTorch")
+    report = json.loads((results / f"{module}.json").read_text())
     earned = points(results / f"{module}.json")
     for exercise in loses(module):
         got, most = earned[exercise]
         assert most > 0 and got < most, f"{module} still gets {got}/{most} points on exercise {exercise}"
+    # The points are lost for the declared mistake: the other exercises graded alongside keep full marks, and no
+    # test failed because the wrong module itself is broken (a crash would "lose points" without testing anything).
+    for exercise, (got, most) in earned.items():
+        assert exercise in loses(module) or got == most, f"{module} also loses points on {exercise}: list it in LOSES"
+    broken = [t["name"] for t in report["tests"] if t["status"] != "passed" and BROKEN.search(t["output"])]
+    assert not broken, f"{module} crashes instead of computing a wrong answer: {broken}"

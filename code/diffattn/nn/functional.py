@@ -103,8 +103,9 @@ def diff_weights_v2(q1: Tensor, q2: Tensor, k: Tensor, lambda_logits: float | Te
     `lambda_logits` is the raw λ_t = W_λ x_t: one per query row, shape (..., N_q), or a float for all rows. Each row
     of the result sums to 1 − σ(λ_t) ∈ (0, 1).
     """
-    gate = sigmoid(torch.as_tensor(lambda_logits, dtype=q1.dtype, device=q1.device))
-    require(bool(torch.isfinite(gate).all()), "λ logits must be finite")
+    logits = torch.as_tensor(lambda_logits, dtype=q1.dtype, device=q1.device)
+    require(bool(torch.isfinite(logits).all()), "λ logits must be finite")  # σ(±inf) is finite: check before it
+    gate = sigmoid(logits)
     gate = gate.unsqueeze(-1) if gate.dim() > 0 else gate  # (..., N_q) -> (..., N_q, 1): one gate per row
     return attention_weights(q1, k, causal) - gate * attention_weights(q2, k, causal)
 
