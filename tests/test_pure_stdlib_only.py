@@ -46,6 +46,14 @@ def test_pure_track_imports_with_third_party_blocked():
     assert run.stdout.strip() == "ok"
 
 
+def test_torch_lessons_say_what_they_need_without_a_traceback():
+    program = BLOCKER + "from diffattn.cli import main; raise SystemExit(main(['lesson', '05']))"
+    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "code")},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip() == "error: lesson 05 needs torch: run `make course` (installs it)"
+
+
 def test_stdlib_cli_runs_with_third_party_blocked():
     program = BLOCKER + "from diffattn.cli import main; raise SystemExit(main(['lesson', '02']))"
     run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "code")},

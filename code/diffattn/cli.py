@@ -88,9 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def cmd_lesson(args: argparse.Namespace) -> int:
     module = experiments.load(args.number)
-    missing = experiments.missing_requirements(module)
-    if missing:
-        raise ConfigError(f"lesson {args.number} needs {', '.join(missing)}: run `make course` (installs it)")
     results = module.run(progress=not args.json)
     print(json.dumps(results, indent=1) if args.json else module.report(results))
     return 0
@@ -101,11 +98,11 @@ def cmd_course(args: argparse.Namespace) -> int:
     figures_dir = outputs_dir() / "figures"
     summary = []
     for number in wanted:
-        module = experiments.load(number)
-        missing = experiments.missing_requirements(module)
+        missing = experiments.missing_requirements(number)
         if missing:
-            summary.append(f"  {number}  {module.TITLE:<52} skipped (needs {', '.join(missing)})")
+            summary.append(f"  {number}  lesson {number} skipped (needs {', '.join(missing)})")
             continue
+        module = experiments.load(number)
         print(f"lesson {number}: {module.TITLE}", file=sys.stderr)
         started = time.perf_counter()
         results = module.run(progress=True)
@@ -192,7 +189,10 @@ def _lesson_mismatches() -> list:
     numbers = load_numbers()
     problems = []
     for path in quoting_files():
-        problems += check_text(path, path.read_text(), numbers, render_output)
+        try:
+            problems += check_text(path, path.read_text(), numbers, render_output)
+        except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
+            print(f"skipped {path.name}: {exc}", file=sys.stderr)
     return problems
 
 

@@ -1,12 +1,12 @@
 """One module per lesson. Each lesson module defines:
 
     TITLE: str
-    REQUIRES: tuple[str, ...]                   third-party modules it needs ("torch"); () for the stdlib track
     run(progress: bool = True) -> dict          computes every number the lesson quotes (JSON-serialisable)
     report(results: dict) -> str                the text `python -m diffattn lesson NN` prints, from results alone
     figures(results: dict, outdir: Path) -> list[Path]   PNGs for the lesson (needs matplotlib)
 
 `report` depends only on `results`, so lessons can quote it verbatim and tests can rebuild it from numbers.json.
+REQUIRES lists the third-party packages a lesson needs, so a missing one is reported before anything is imported.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ LESSONS = {
     "06": "diffattn.experiments.lesson06_kernels",
     "07": "diffattn.experiments.lesson07_small_gpt",
 }
+REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",)}
 
 
 def normalise(number: str) -> str:
@@ -36,9 +37,22 @@ def normalise(number: str) -> str:
     return key
 
 
+def missing_requirements(number: str) -> list[str]:
+    """Third-party packages lesson `number` needs that are not installed (none for the stdlib lessons 01-04)."""
+    return [name for name in REQUIRES.get(normalise(number), ()) if not _installed(name)]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # an import hook that refuses the package counts as "not installed"
+        return False
+
+
 def load(number: str) -> ModuleType:
-    return importlib.import_module(LESSONS[normalise(number)])
-
-
-def missing_requirements(module: ModuleType) -> list[str]:
-    return [name for name in getattr(module, "REQUIRES", ()) if importlib.util.find_spec(name) is None]
+    """The lesson's module; ConfigError (one line, not a traceback) when a package it needs is missing."""
+    key = normalise(number)
+    missing = missing_requirements(key)
+    if missing:
+        raise ConfigError(f"lesson {key} needs {', '.join(missing)}: run `make course` (installs it)")
+    return importlib.import_module(LESSONS[key])

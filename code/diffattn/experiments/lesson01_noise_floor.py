@@ -21,7 +21,6 @@ from diffattn.progress import Progress
 from diffattn.pure.softmax import softmax
 
 TITLE = "Softmax and its noise floor"
-REQUIRES: tuple[str, ...] = ()
 
 SIZES = [2**k for k in range(1, 18)]  # N = 2 ... 2^17 = 131,072; seed 002's "128k" (128,000) is checked on its own
 REPORT_SIZES = (16, 128, 1024, 8192, 65536, 131072)

@@ -27,7 +27,6 @@ from diffattn.pure.attention import (
 from diffattn.pure.matrix import Matrix, matmul
 
 TITLE = "Differential attention: V1, V2, and what it is not"
-REQUIRES: tuple[str, ...] = ()
 
 N, D, LAM = 6, 8, 0.8  # the size of seed 000's example; λ near the deep-layer λ_init of 0.8
 SEED = 0

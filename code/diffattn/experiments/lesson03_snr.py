@@ -40,7 +40,6 @@ from diffattn.pure.snr import (
 from diffattn.pure.softmax import softmax
 
 TITLE = "Noise-floor SNR experiments: softmax vs DIFF"
-REQUIRES: tuple[str, ...] = ()
 
 SEED = 3
 SIGNAL = 0

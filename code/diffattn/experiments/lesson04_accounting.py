@@ -30,7 +30,6 @@ from diffattn.pure.accounting import (
 )
 
 TITLE = "Parameters, KV cache and FLOPs: baseline vs DIFF V1 vs V2"
-REQUIRES: tuple[str, ...] = ()
 
 CONTEXT = 131072  # "128k"
 CONTEXTS = (2048, 8192, 32768, 131072)

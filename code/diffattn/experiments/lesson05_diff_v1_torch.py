@@ -23,7 +23,6 @@ from diffattn.nn.rope import rope_cos_sin
 from diffattn.progress import Progress
 
 TITLE = "DIFF V1 in PyTorch: λ, λ_init, per-head norm, official layout"
-REQUIRES = ("torch",)
 
 DEPTHS = (0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 27)
 INIT_SEEDS = 1000  # modules built per head dim for the λ-at-init spread

@@ -25,7 +25,6 @@ from diffattn.nn.rope import rope_cos_sin
 from diffattn.progress import Progress
 
 TITLE = "FlashAttention kernels for DIFF V1 and V2"
-REQUIRES = ("torch",)
 
 # The official example.py comparison: baseline 16 heads / 8 KV heads of d = 64 at d_model 1024. V1 halves the heads
 # (8 differential heads, 4 KV groups); V2 keeps 16 output heads from 32 query heads over the same 8 KV heads.

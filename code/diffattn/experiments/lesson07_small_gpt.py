@@ -26,7 +26,6 @@ from diffattn.progress import Progress
 from diffattn.pure import accounting
 
 TITLE = "A small GPT: parameter matching, KV-cache decoding, tiny training"
-REQUIRES = ("torch",)
 
 BASE = GPTConfig(vocab_size=16, n_layer=2, d_model=64, n_head=4, n_kv_head=2, max_seq_len=32)
 PREFIX = 8  # copy-task sequences: PREFIX random symbols, SEP, the same symbols again → 2·PREFIX + 1 tokens
