@@ -1,20 +1,29 @@
 """The seam between graded tests and an implementation (the CS336 adapter pattern).
 
 Graded tests never import the reference or the exercises directly: they call `impl.<name>(...)`, where `impl` is
-chosen with `pytest --impl`:
+chosen with `pytest --impl` (or `python -m diffattn grade --impl`):
 
     --impl reference           diffattn's own implementation (the default: `make test`)
-    --impl exercises           the student's stubs in exercises/ (`make grade`)
+    --impl exercises           the student's files in exercises/ (`make grade`)
     --impl tests.wrong.<mod>   a known-wrong implementation: the module's OVERRIDES replace some reference functions;
                                tests/test_graders_reject_wrong.py proves each one loses the points it should.
 
-EXERCISES is the rubric: exercise id -> (title, exercise module, functions the exercise implements).
+EXERCISES is the rubric: exercise id -> (title, exercise module, functions the exercise implements). RETURNS is the
+type each function's docstring promises; every call is checked against it (exact built-in types or exactly
+torch.Tensor, so a returned object cannot carry code that makes a comparison pass).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 EXERCISES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "01.1": ("stable softmax", "ex01_softmax", ("softmax",)),
@@ -49,10 +58,29 @@ REFERENCE: dict[str, str] = {
     "query_head_groups": "diffattn.nn.functional:query_head_groups",
 }
 
+# What each docstring promises to return. "number" is an int or a float (an element of the caller's grid, say).
+RETURNS: dict[str, str] = {
+    "softmax": "list[float]",
+    "diff_weights_v1": "list[list[float]]",
+    "diff_attention_v1": "list[list[float]]",
+    "diff_attention_v2": "list[list[float]]",
+    "signal_to_noise": "float",
+    "noise_crossover": "number|None",
+    "lambda_sweep": "list[number]",
+    "best_lambda": "number",
+    "attention_params": "int",
+    "kv_cache_bytes_per_token": "int",
+    "reparameterized_lambda": "tensor",
+    "lambda_init": "float",
+    "headwise_norm": "tensor",
+    "diff_v2_gqa_attention": "tensor",
+    "query_head_groups": "list[int]",
+}
 
-def _resolve(path: str) -> Callable[..., Any]:
-    module, attr = path.split(":")
-    return getattr(importlib.import_module(module), attr)
+# Called after every call into the implementation with (function name, the exception it raised or None); the grader's
+# child process puts one in config.stash[AFTER_CALL] to check that the call left the grader intact.
+AfterCall = Callable[[str, "BaseException | None"], None]
+AFTER_CALL = pytest.StashKey[AfterCall]()
 
 
 def exercise_paths() -> dict[str, str]:
@@ -60,13 +88,83 @@ def exercise_paths() -> dict[str, str]:
     return {fn: f"{module}:{fn}" for _, module, fns in EXERCISES.values() for fn in fns}
 
 
-class Implementation:
-    """Resolves names lazily, so a stdlib-only test run never imports torch."""
+def exercise_module(name: str) -> Any:
+    """The student's exercises/<name>.py, loaded from that file (never found through sys.path, so a file in
+    exercises/ cannot stand in for a library module); its folder is appended to sys.path for its own imports."""
+    if name in sys.modules:
+        return sys.modules[name]
+    path = ROOT / "exercises" / f"{name}.py"
+    if not path.is_file():
+        raise ModuleNotFoundError(f"exercises/{name}.py does not exist")
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
-    def __init__(self, spec: str):
+
+def _resolve(path: str) -> Callable[..., Any]:
+    module, attr = path.split(":")
+    loaded = exercise_module(module) if module.startswith("ex") else importlib.import_module(module)
+    return getattr(loaded, attr)
+
+
+def _is_float(x: Any) -> bool:
+    return type(x) is float
+
+
+def _is_int(x: Any) -> bool:
+    return type(x) is int
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+def _list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda x: type(x) is list and all(check(e) for e in x)
+
+
+def _is_tensor(x: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and type(x) is torch.Tensor
+
+
+CHECKS: dict[str, Callable[[Any], bool]] = {
+    "float": _is_float,
+    "int": _is_int,
+    "number": _is_number,
+    "number|None": lambda x: x is None or _is_number(x),
+    "list[float]": _list_of(_is_float),
+    "list[int]": _list_of(_is_int),
+    "list[number]": _list_of(_is_number),
+    "list[list[float]]": _list_of(_list_of(_is_float)),
+    "tensor": _is_tensor,
+}
+
+
+def _describe(x: Any) -> str:
+    if type(x) is list:
+        inner = sorted({_describe(e) for e in x[:50]})
+        return f"list[{' | '.join(inner)}]" if inner else "list[]"
+    return type(x).__qualname__
+
+
+class Implementation:
+    """Resolves names lazily, so a stdlib-only test run never imports torch; checks what every call returns."""
+
+    def __init__(self, spec: str, after_call: AfterCall | None = None):
         self.spec = spec
+        self._after_call = after_call
         self._overrides: dict[str, Callable[..., Any]] = {}
         self._paths = dict(REFERENCE)
+        self._resolved: dict[str, Callable[..., Any]] = {}
         if spec == "exercises":
             self._paths.update(exercise_paths())
         elif spec != "reference":
@@ -75,11 +173,26 @@ class Implementation:
     def __getattr__(self, name: str) -> Callable[..., Any]:
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in self._overrides:
-            return self._overrides[name]
-        if name not in self._paths:
+        if name not in self._overrides and name not in self._paths:
             raise AttributeError(f"no adapter for {name!r}: add it to tests/adapters.py")
-        return _resolve(self._paths[name])
+        if name not in self._resolved:
+            self._resolved[name] = self._overrides.get(name) or _resolve(self._paths[name])
+        function, promise, after_call = self._resolved[name], RETURNS.get(name), self._after_call
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = function(*args, **kwargs)
+            except BaseException as error:
+                if after_call is not None:
+                    after_call(name, error)
+                raise
+            if after_call is not None:
+                after_call(name, None)
+            if promise is not None and not CHECKS[promise](result):
+                raise TypeError(f"{name} returned {_describe(result)}; its docstring promises {promise}")
+            return result
+
+        return checked
 
     def __repr__(self) -> str:
         return f"Implementation({self.spec!r})"

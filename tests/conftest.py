@@ -10,14 +10,19 @@ import importlib.util
 
 import pytest
 
-from tests.adapters import EXERCISES, Implementation
+from tests.adapters import AFTER_CALL, EXERCISES, Implementation
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
 
 @pytest.fixture(scope="session")
 def impl(request: pytest.FixtureRequest) -> Implementation:
-    return Implementation(request.config.getoption("--impl"))
+    return Implementation(request.config.getoption("--impl"), request.config.stash.get(AFTER_CALL, None))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for lesson in sorted({exercise[:2] for exercise in EXERCISES}):  # exNN markers follow the rubric
+        config.addinivalue_line("markers", f"ex{lesson}: lesson {lesson} exercises")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

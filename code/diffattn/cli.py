@@ -72,6 +72,26 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
     bench.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
 
+    grade = sub.add_parser("grade", help="grade the exercises, each in its own child process; write results.json",
+                           description="Grade every exercise (exercises/exNN_*.py) in its own child process and write "
+                                       "a Gradescope results.json. Exit 0 when grading completed, whatever the score.")
+    grade.add_argument("--impl", default="exercises",
+                       help="exercises (default), reference, or a known-wrong module such as tests.wrong.w01_softmax_in_place")
+    grade.add_argument("--only", nargs="+", default=[], metavar="EX", help="grade only these exercises, e.g. ex03 ex05")
+    grade.add_argument("--tests", nargs="+", type=Path, default=[], metavar="DIR",
+                       help="extra graded test folders (hidden tests: visibility hidden in results.json)")
+    grade.add_argument("--submission", type=Path, default=None, metavar="DIR",
+                       help="folder with the student's exNN_*.py files (default: exercises/ of this checkout)")
+    grade.add_argument("--json", type=Path, default=Path("results.json"), metavar="PATH",
+                       help="where to write results.json (default: %(default)s)")
+    grade.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                       help="wall-clock seconds per exercise (default: %(default)g)")
+    grade.add_argument("--memory", type=int, default=3072, metavar="MB",
+                       help="address-space limit per exercise in MiB; PyTorch needs about 1 GiB (default: %(default)s)")
+    grade.add_argument("--forbid-reference-imports", action="store_true",
+                       help="an exercise file that uses its reference solution scores 0 (default: reported only)")
+    grade.add_argument("--details", action="store_true", help="also print every failing test's message")
+
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     return parser
@@ -237,6 +257,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grade(args: argparse.Namespace) -> int:
+    from diffattn.grading import grader
+    from diffattn.paths import repo_root
+
+    options = grader.Options(root=repo_root(), impl=args.impl, only=args.only, tests=args.tests,
+                             submission=args.submission, json_path=args.json, timeout=args.timeout,
+                             memory_mb=args.memory, forbid_reference_imports=args.forbid_reference_imports)
+    return grader.main(options, details=args.details)
+
+
 def cmd_gpu_check(args: argparse.Namespace) -> int:
     torch = _require_torch("gpu-check")
     if not torch.cuda.is_available():
@@ -251,4 +281,4 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
-            "bench": cmd_bench, "gpu-check": cmd_gpu_check}
+            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade}

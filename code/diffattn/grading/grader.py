@@ -1,0 +1,454 @@
+"""`python -m diffattn grade`: grade every exercise in its own child process and write results.json.
+
+The parent never imports submission code. Per exercise (one exercises/exNN_*.py file, all its parts) it:
+
+1. lays out a private grading tree in a temporary folder: the pristine package, tests, adapters and plugin (read
+   into memory once, checked against MANIFEST.sha256 when the tree has one), hidden test folders under
+   tests/hidden_<k>/, and a copy of the submission's .py files;
+2. starts `python -I` on child.py there, with a scrubbed environment, its own session (process group), the memory,
+   CPU-time, file-size and core limits below, and a wall-clock timeout; stdout and stderr are drained and capped;
+3. reads the child's signed report from a pipe (protocol.py); a child that exits, hangs, crashes, is killed, prints
+   too much, reports garbage, or changes a file of the grading tree or of the checkout scores 0 for that exercise,
+   with the reason, and the checkout is restored;
+4. writes results.json itself, atomically, in Gradescope's format, and prints one row per exercise part.
+
+Exit status 0 when grading completed (whatever the score), 1 when the grader itself failed (a test file that does
+not import, no graded tests), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import resource
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diffattn.errors import ConfigError, require
+from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test, decode
+from diffattn.results import write_json_atomic
+
+MANIFEST = "MANIFEST.sha256"
+EXERCISE_FILE = re.compile(r"^ex(\d\d)_\w+\.py$")
+OUTPUT_LIMIT = 1 << 20  # bytes of stdout + stderr a child may print
+REPORT_LIMIT = 8 << 20  # bytes of report
+FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: largest file a child may write
+TORCH_THREADS = 2  # intra-op threads in a child: keeps the address space (RLIMIT_AS) predictable on big machines
+# Folders of a checkout that grading never reads and a child has no business writing: not snapshotted.
+UNWATCHED = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", "mutants", ".ipynb_checkpoints"}
+BOOTSTRAP = ("import sys; sys.path[:0] = [sys.argv[1] + '/code', sys.argv[1]]; "
+             "from diffattn.grading.child import main; main()")
+
+
+@dataclass
+class Options:
+    root: Path
+    impl: str = "exercises"
+    only: list[str] = field(default_factory=list)
+    tests: list[Path] = field(default_factory=list)
+    submission: Path | None = None
+    json_path: Path | None = None
+    timeout: float = 60.0
+    memory_mb: int = 3072
+    forbid_reference_imports: bool = False
+
+
+@dataclass
+class Verdict:
+    """One exercise's outcome: per-test results, or a reason that zeroes the whole exercise."""
+
+    exercise: str
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    zero: str | None = None  # why the whole exercise scores 0
+    policy: list[str] = field(default_factory=list)
+    error: str | None = None  # the grader failed on this exercise
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------------- the trees
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    return sorted(p for p in folder.rglob(pattern) if p.is_file() and not UNWATCHED & set(p.parts))
+
+
+def pristine_files(root: Path) -> dict[str, bytes]:
+    """What a child needs, read once: the package (reference and grader), the tests, the root plugin, the config."""
+    paths = _files(root / "code" / "diffattn", "*.py") + _files(root / "tests", "*.py")
+    paths += [root / "conftest.py", root / "pyproject.toml"]
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_text(files: dict[str, bytes]) -> str:
+    """MANIFEST.sha256 in `sha256sum` format, so `sha256sum -c MANIFEST.sha256` checks it too."""
+    return "".join(f"{sha256(data)}  {path}\n" for path, data in sorted(files.items()))
+
+
+def manifest_problems(root: Path, files: dict[str, bytes]) -> dict[str, str]:
+    """{path: problem} for grading files that differ from MANIFEST.sha256; empty when there is no manifest."""
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        return {}
+    expected = dict(reversed(line.split("  ", 1)) for line in manifest.read_text().splitlines() if line)
+    problems = {p: f"{p} is not in {MANIFEST} (added after the handout was built?)" for p in files if p not in expected}
+    for path, digest in expected.items():
+        if path not in files:
+            problems[path] = f"{path} is missing (listed in {MANIFEST})"
+        elif sha256(files[path]) != digest:
+            problems[path] = f"{path} differs from {MANIFEST} (restore it: the grader does not trust edited tests)"
+    return problems
+
+
+def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
+    """Every file of the checkout outside UNWATCHED folders, as bytes (small: a few MB)."""
+    found = {}
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if path.is_file() and not UNWATCHED & set(relative.parts) and path.resolve() not in skip:
+            found[relative.as_posix()] = path.read_bytes()
+    return found
+
+
+def restore(root: Path, before: dict[str, bytes], skip: set[Path]) -> list[str]:
+    """Put the checkout back as `before` had it; returns the paths that had changed."""
+    after = snapshot(root, skip)
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    for path in changed:
+        target = root / path
+        if path in before:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(before[path])
+        else:
+            target.unlink()
+    return changed
+
+
+def tree_changes(tree: Path, files: dict[str, bytes]) -> list[str]:
+    """Files of the grading tree (package, tests) the child changed, removed or added."""
+    now = {p.relative_to(tree).as_posix(): p for p in _files(tree / "code", "*") + _files(tree / "tests", "*")}
+    changed = [path for path, data in files.items() if path not in now and path.startswith(("code/", "tests/"))]
+    changed += [path for path, p in now.items() if files.get(path) != p.read_bytes()]
+    changed += [path for path in ("conftest.py", "pyproject.toml")
+                if not (tree / path).is_file() or (tree / path).read_bytes() != files[path]]
+    return sorted(changed)
+
+
+def lay_out(tree: Path, files: dict[str, bytes], submission: dict[str, bytes], hidden: dict[str, bytes]) -> None:
+    for path, data in {**files, **hidden}.items():
+        target = tree / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    (tree / "exercises").mkdir(exist_ok=True)
+    for name, data in submission.items():
+        (tree / "exercises" / name).write_bytes(data)
+
+
+def hidden_files(folders: list[Path]) -> dict[str, bytes]:
+    """Each --tests folder becomes the package tests/hidden_<k>/ (so tests/conftest.py's fixtures reach it)."""
+    files = {}
+    for k, folder in enumerate(folders):
+        files[f"tests/hidden_{k}/__init__.py"] = b""
+        for path in _files(folder, "*.py"):
+            files[f"tests/hidden_{k}/{path.relative_to(folder).as_posix()}"] = path.read_bytes()
+    return files
+
+
+def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:
+    """The public and hidden test files that can hold lesson `lesson`'s graded tests: test_NN_*.py, and hidden test
+    files that do not name a lesson (the marker filter picks the right tests out of those)."""
+    chosen = []
+    for path in sorted(files):
+        name = path.rsplit("/", 1)[-1]
+        lesson_file = re.match(r"^test_(\d\d)_", name)
+        public = path.count("/") == 1 and path.startswith("tests/")
+        hidden = path.startswith("tests/hidden_") and name.startswith("test_")
+        if (public or hidden) and lesson_file and lesson_file.group(1) == lesson or (hidden and not lesson_file):
+            chosen.append(path)
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------- one child
+
+
+def _limits(memory_mb: int, cpu_seconds: int) -> None:
+    """preexec_fn of a child: its resource limits (the wall clock is enforced by the parent)."""
+    memory = memory_mb << 20
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _environment(home: Path) -> dict[str, str]:
+    threads = str(TORCH_THREADS)
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "MALLOC_ARENA_MAX": "2"}
+
+
+def run_child(tree: Path, setup: dict[str, Any], options: Options) -> tuple[list[dict[str, Any]], str, str | None]:
+    """Start a child in `tree`, feed it `setup`; returns (its checked messages, output tail, why it failed or None)."""
+    key = secrets.token_bytes(32)
+    report_read, report_write = os.pipe()
+    cpu = int(2 * options.timeout) + 5
+    command = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, str(tree)]
+    process = subprocess.Popen(command, cwd=setup["workdir"], env=_environment(Path(setup["workdir"])),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               pass_fds=(report_write,), start_new_session=True,
+                               preexec_fn=lambda: _limits(options.memory_mb, cpu))
+    os.close(report_write)
+    process.stdin.write((json.dumps({**setup, "key": key.hex(), "report_fd": report_write}) + "\n").encode())
+    process.stdin.close()
+    report, output, reason = bytearray(), bytearray(), None
+    printed, done = 0, False
+    deadline = time.monotonic() + options.timeout
+    streams = selectors.DefaultSelector()
+    streams.register(report_read, selectors.EVENT_READ, "report")
+    streams.register(process.stdout.fileno(), selectors.EVENT_READ, "output")
+    while streams.get_map() and reason is None and not done:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            reason = f"timed out after {options.timeout:g} s"
+            break
+        for selected, _ in streams.select(timeout=remaining):
+            chunk = os.read(selected.fd, 1 << 16)
+            if not chunk:
+                streams.unregister(selected.fd)
+            elif selected.data == "report":
+                report += chunk
+                done = b'"kind": "done"' in report  # all it had to say: what it does next is not waited for
+                if len(report) > REPORT_LIMIT:
+                    reason = f"sent more than {REPORT_LIMIT >> 20} MiB of report"
+            else:
+                printed += len(chunk)
+                output = (output + chunk)[-4000:]
+                if printed > OUTPUT_LIMIT:
+                    reason = f"printed more than {OUTPUT_LIMIT >> 20} MiB of output"
+    streams.close()
+    os.close(report_read)
+    _kill_group(process)
+    status = process.wait()
+    text = output.decode(errors="replace")
+    try:
+        messages = decode(bytes(report), key)
+    except (ProtocolError, ValueError) as error:
+        return [], text, reason or f"reported garbage ({error})"
+    if reason is None and not any(m["kind"] == "done" for m in messages):
+        reason = _exit_reason(status, text, options)
+    return messages, text, reason
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the child and anything it started in its session
+    except ProcessLookupError:
+        pass
+
+
+def _exit_reason(status: int, output: str, options: Options) -> str:
+    if "MemoryError" in output or "can't allocate memory" in output:
+        return f"memory limit {options.memory_mb} MiB exceeded"
+    if status < 0:
+        name = signal.Signals(-status).name
+        why = {"SIGXCPU": f" (CPU time limit {int(2 * options.timeout) + 5} s)",
+               "SIGXFSZ": f" (file size limit {FILE_LIMIT >> 20} MiB)"}.get(name, "")
+        return f"killed by {name}{why} before reporting"
+    return f"exited with status {status} before reporting"
+
+
+def read_report(verdict: Verdict, messages: list[dict[str, Any]]) -> None:
+    """Fill `verdict` from the child's checked messages; raises ProtocolError on a report that makes no sense."""
+    known: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
+    for message in messages:
+        kind = message["kind"]
+        if kind == "collected":
+            if known:
+                raise ProtocolError("the tests were collected twice")
+            verdict.tests = [check_test(t) for t in message["tests"]]
+            known = {t["nodeid"]: t for t in verdict.tests}
+        elif kind == "result":
+            nodeid, passed, output = check_result(message, known, seen)
+            verdict.results[nodeid] = (passed, output)
+        elif kind == "violation":
+            verdict.zero = str(message["reason"])[:MAX_TEXT]
+        elif kind == "policy":
+            verdict.policy = [str(f)[:500] for f in message["findings"]]
+        elif kind == "error":
+            verdict.error = f"{verdict.exercise}: {str(message['reason'])[:MAX_TEXT]}"
+
+
+def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str, bytes], hidden: dict[str, bytes],
+                   options: Options, checkout: dict[str, bytes], skip: set[Path]) -> Verdict:
+    verdict = Verdict(exercise)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"diffattn-grade-{exercise}-") as scratch:
+        tree, work = Path(scratch) / "tree", Path(scratch) / "work"
+        work.mkdir()
+        lay_out(tree, files, submission, hidden)
+        chosen = test_files({**files, **hidden}, exercise[2:])
+        pytest_args = ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:timeout",
+                       "-W", "ignore::pytest.PytestConfigWarning", "--rootdir", str(tree),
+                       "-c", str(tree / "pyproject.toml"), "--tb=short", "--no-header",
+                       "-m", f"graded and {exercise}", f"--impl={options.impl}", *[str(tree / p) for p in chosen]]
+        setup = {"root": str(tree), "workdir": str(work), "exercise": exercise, "impl": options.impl,
+                 "pytest_args": pytest_args}
+        messages, output, reason = run_child(tree, setup, options)
+        changed = tree_changes(tree, files)
+    restored = restore(options.root, checkout, skip)
+    verdict.seconds = time.monotonic() - started
+    if os.environ.get("DIFFATTN_GRADE_TIMING"):
+        print(f"{exercise}: {verdict.seconds:.1f} s", file=sys.stderr)
+    try:
+        read_report(verdict, messages)
+    except (ProtocolError, KeyError, TypeError, AttributeError) as error:
+        verdict.tests, verdict.results = [], {}
+        reason = reason or f"reported garbage ({error})"
+    if restored:
+        reason = f"changed the checkout ({', '.join(restored[:3])}); restored it"
+    elif changed:
+        reason = f"changed the grader's files ({', '.join(changed[:3])})"
+    if not verdict.tests and verdict.error is None:
+        verdict.error = f"{exercise}: the grader failed before importing the submission ({reason}): {output[-300:]}"
+    verdict.zero = reason or verdict.zero
+    missing = [t["nodeid"] for t in verdict.tests if t["nodeid"] not in verdict.results]
+    if not verdict.zero and missing:
+        verdict.zero = f"reported no result for {len(missing)} test(s), e.g. {missing[0]}"
+    if not verdict.zero and options.forbid_reference_imports and verdict.policy:
+        verdict.zero = f"uses the reference solution ({verdict.policy[0]})"
+    return verdict
+
+
+# ---------------------------------------------------------------------------------------------------- all of it
+
+
+def discover(root: Path) -> list[str]:
+    """Exercises are the exNN_*.py files of the grading tree's exercises/ folder: ex01, ex02, ..."""
+    folder = root / "exercises"
+    return sorted({f"ex{m.group(1)}" for p in folder.glob("ex*.py") if (m := EXERCISE_FILE.match(p.name))})
+
+
+def submission_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.py")) if p.is_file()}
+
+
+def check_options(options: Options, known: list[str]) -> list[str]:
+    """The exercises to grade; ConfigError (one line, exit 2) for anything that cannot be graded as asked."""
+    require(options.timeout > 0, f"--timeout must be > 0 seconds (got {options.timeout:g})")
+    require(options.memory_mb >= 256, f"--memory must be at least 256 MiB (got {options.memory_mb})")
+    wanted = [e if e.startswith("ex") else f"ex{e}" for e in options.only] or known
+    unknown = [e for e in wanted if e not in known]
+    require(not unknown, f"unknown exercise {', '.join(unknown)} (known: {', '.join(known)})")
+    for folder in options.tests:
+        require(folder.is_dir(), f"--tests {folder}: no such folder")
+    if options.submission is not None:
+        require(options.submission.is_dir(), f"--submission {options.submission}: no such folder")
+    if options.impl not in ("exercises", "reference"):
+        module = options.root.joinpath(*options.impl.split(".")).with_suffix(".py")
+        require(re.fullmatch(r"[A-Za-z_][\w.]*", options.impl) is not None and module.is_file(),
+                f"--impl {options.impl}: expected exercises, reference or a module such as tests.wrong.w01_softmax_in_place")
+    return list(dict.fromkeys(wanted))
+
+
+def grade(options: Options) -> tuple[dict[str, Any], list[Verdict]]:
+    """Grade the exercises; returns the results.json document and the verdicts."""
+    started = time.monotonic()
+    root = options.root
+    exercises = check_options(options, discover(root))
+    files = pristine_files(root)
+    problems = manifest_problems(root, files)
+    submission = submission_files(options.submission or root / "exercises")
+    hidden = hidden_files(options.tests)
+    skip = {options.json_path.resolve()} if options.json_path else set()
+    checkout = snapshot(root, skip)
+    verdicts = []
+    for exercise in exercises:
+        untrusted = [problem for path, problem in problems.items()
+                     if not re.match(r"^tests/test_\d\d_", path) or path.startswith(f"tests/test_{exercise[2:]}_")]
+        verdict = grade_exercise(exercise, files, submission, hidden, options, checkout, skip)
+        if untrusted and verdict.tests:
+            verdict.zero = f"not graded: {untrusted[0]}"
+        verdicts.append(verdict)
+    return results_document(verdicts, time.monotonic() - started), verdicts
+
+
+def results_document(verdicts: list[Verdict], seconds: float) -> dict[str, Any]:
+    """Gradescope's results.json: per-test score, max_score, status, output, visibility; the table as `output`."""
+    tests = []
+    for verdict in verdicts:
+        numbers: dict[str, int] = {}
+        for test in verdict.tests:
+            passed, output = verdict.results.get(test["nodeid"], (False, "did not run"))
+            if verdict.zero:
+                passed, output = False, f"{verdict.exercise} scores 0: {verdict.zero}"
+            numbers[test["part"]] = numbers.get(test["part"], 0) + 1
+            tests.append({
+                "name": f"{test['part']} {test['title']}: {test['nodeid'].split('::')[-1]}",
+                "number": f"{test['part']}.{numbers[test['part']]}",
+                "score": test["points"] if passed else 0.0,
+                "max_score": test["points"],
+                "status": "passed" if passed else "failed",
+                "output": output,
+                "tags": [test["part"], verdict.exercise],
+                "visibility": test["visibility"],
+            })
+    return {"score": sum(t["score"] for t in tests), "max_score": sum(t["max_score"] for t in tests),
+            "execution_time": round(seconds, 2), "output": summary(verdicts, tests), "visibility": "visible",
+            "tests": tests}
+
+
+def _first_line(text: str, width: int = 110) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def summary(verdicts: list[Verdict], tests: list[dict[str, Any]]) -> str:
+    """One row per exercise part: points and the first failure's reason; then policy findings and grader errors."""
+    rows = [f"{'part':<6}{'title':<44}{'points':>13}   first failure"]
+    for verdict in verdicts:
+        parts = dict.fromkeys(t["part"] for t in verdict.tests)
+        for part in parts:
+            mine = [t for t in tests if t["tags"] == [part, verdict.exercise]]
+            got, most = sum(t["score"] for t in mine), sum(t["max_score"] for t in mine)
+            failed = next((t for t in mine if t["status"] == "failed"), None)
+            reason = "" if failed is None else _first_line(
+                failed["output"] if verdict.zero else f"{failed['name'].split(': ', 1)[1]}: {failed['output']}")
+            rows.append(f"{part:<6}{mine[0]['name'].split(': ')[0][len(part) + 1:][:43]:<44}"
+                        f"{got:>6g} / {most:<5g}  {reason}")
+        rows += [f"{verdict.exercise} policy: {finding}" for finding in verdict.policy]
+        if verdict.error:
+            rows.append(f"grader error: {_first_line(verdict.error, 300)}")
+    got, most = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
+    rows.append(f"{'total':<50}{got:>6g} / {most:<5g}")
+    return "\n".join(rows)
+
+
+def main(options: Options, details: bool = False) -> int:
+    document, verdicts = grade(options)
+    if options.json_path:
+        write_json_atomic(options.json_path, document)
+    print(document["output"])
+    if details:
+        for test in document["tests"]:
+            if test["status"] == "failed":
+                print(f"\n--- {test['name']}\n{test['output']}")
+    elif any(t["status"] == "failed" for t in document["tests"]):
+        print("every failing test's message: add --details (make grade EX=ex03 DETAILS=1)")
+    if options.json_path:
+        print(f"wrote {options.json_path} in {document['execution_time']:g} s")
+    return 1 if any(v.error for v in verdicts) else 0
