@@ -180,7 +180,8 @@ def main() -> None:
     try:
         pytest.main(setup["pytest_args"], plugins=[plugin])
     except BaseException as error:  # the session itself died (a KeyboardInterrupt raised outside any test, say)
-        crash = f"the grading session stopped: {exception_line(error)}"
+        memory = " (memory limit exceeded)" if isinstance(error, MemoryError) else ""
+        crash = f"the grading session stopped: {exception_line(error)}{memory}"
     plugin.finish(crash)
     sys.stdout.flush()
     sys.stderr.flush()

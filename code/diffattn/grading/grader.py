@@ -244,10 +244,9 @@ def run_child(tree: Path, setup: dict[str, Any], options: Options) -> tuple[list
     _kill_group(process)
     status = process.wait()
     text = output.decode(errors="replace")
-    try:
-        messages = decode(bytes(report), key)
-    except (ProtocolError, ValueError) as error:
-        return [], text, reason or f"reported garbage ({error})"
+    messages, garbage = decode(bytes(report), key)
+    if garbage:
+        return messages, text, reason or f"reported garbage ({garbage})"
     if reason is None and not any(m["kind"] == "done" for m in messages):
         reason = _exit_reason(status, text, options)
     return messages, text, reason
@@ -312,20 +311,17 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
         changed = tree_changes(tree, files)
     restored = restore(options.root, checkout, skip)
     verdict.seconds = time.monotonic() - started
-    if os.environ.get("DIFFATTN_GRADE_TIMING"):
-        print(f"{exercise}: {verdict.seconds:.1f} s", file=sys.stderr)
     try:
         read_report(verdict, messages)
     except (ProtocolError, KeyError, TypeError, AttributeError) as error:
         verdict.tests, verdict.results = [], {}
         reason = reason or f"reported garbage ({error})"
-    if restored:
-        reason = f"changed the checkout ({', '.join(restored[:3])}); restored it"
-    elif changed:
-        reason = f"changed the grader's files ({', '.join(changed[:3])})"
     if not verdict.tests and verdict.error is None:
         verdict.error = f"{exercise}: the grader failed before importing the submission ({reason}): {output[-300:]}"
-    verdict.zero = reason or verdict.zero
+    reasons = [reason or verdict.zero,
+               changed and f"changed the grader's files ({', '.join(changed[:3])})",
+               restored and f"changed the checkout ({', '.join(restored[:3])}), which was restored"]
+    verdict.zero = "; ".join(r for r in reasons if r) or None
     missing = [t["nodeid"] for t in verdict.tests if t["nodeid"] not in verdict.results]
     if not verdict.zero and missing:
         verdict.zero = f"reported no result for {len(missing)} test(s), e.g. {missing[0]}"

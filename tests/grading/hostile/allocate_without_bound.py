@@ -1,0 +1,5 @@
+# expect: memory limit
+def softmax(logits):
+    hoard = []
+    while True:
+        hoard.append(bytearray(1 << 24))

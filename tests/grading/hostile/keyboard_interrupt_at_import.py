@@ -1,0 +1,2 @@
+# expect: importing exercises/ex01_softmax.py raised KeyboardInterrupt
+raise KeyboardInterrupt
