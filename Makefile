@@ -9,12 +9,14 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: course test test-slow grade lessons-check lessons-sync notebooks-clean gpu-check clean help
+.PHONY: course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
 	@echo "make test        run the test suite (reference implementation)"
 	@echo "make grade       grade exercises/ and write results.json (Gradescope format); EX=ex05 for one exercise"
+	@echo "make handout DEST=dir  the student copy, without the solutions"
+	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
 
@@ -38,6 +40,20 @@ test-slow: $(STAMP)
 grade: $(STAMP)
 	$(PY) -m diffattn grade $(if $(EX),--only $(EX)) $(if $(DETAILS),--details) --json results.json
 
+# The student copy: reference solutions of the exercises replaced by their stubs, MANIFEST.sha256 of the tests.
+handout: $(STAMP)
+	@test -n "$(DEST)" || { echo "usage: make handout DEST=dir"; exit 2; }
+	$(PY) -m diffattn.grading.handout $(DEST)
+
+# autograder.zip for Gradescope; HIDDEN=dir adds a folder of hidden graded tests.
+gradescope-zip:
+	bash tests/grading/gradescope/make_autograder.sh $(HIDDEN)
+
+# Mutation testing of the reference functions the exercises re-implement, through the graded tests only (mutmut):
+# `make mutation LESSON=03` (minutes on 2 cores); scores in tests/grading/README.md.
+mutation: $(STAMP)
+	$(PY) -m tests.grading.mutation $(or $(LESSON),$(error usage: make mutation LESSON=01))
+
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check
 
@@ -48,4 +64,4 @@ gpu-check:
 	bash scripts/gpu_check.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache results.json
+	rm -rf $(VENV) .pytest_cache results.json mutants autograder.zip

@@ -2,9 +2,9 @@
 
 Each tests/wrong/wNN_*.py replaces some reference functions (OVERRIDES) with a plausible mistake and names the
 exercises that must then lose points (LOSES), and only those: the other exercises of its lessons keep full marks.
-The real grader (`pytest -m graded --impl=tests.wrong.<module> --results-json=...`, what `make grade` runs) grades
-each one on the test files of its lessons, in a separate process (tests/grading/regrade.py), and every case here
-reads its points back from the results.json it wrote.
+The grader's own pytest session (what `python -m diffattn grade --impl tests.wrong.<module>` runs in its child
+processes) grades each one on the exercises it should lose, all in one separate process (tests/grading/regrade.py),
+and every case here reads its points back from the results.json it wrote.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import tests.wrong
-from tests.adapters import EXERCISES, exercise_paths
+from tests.adapters import EXERCISES, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,18 +39,12 @@ def runnable(module: str) -> bool:
     return HAS_TORCH or not any(e[:2] in TORCH_LESSONS for e in loses(module))
 
 
-def job(module: str, out: Path) -> dict:
-    """One grader run: the graded tests of the lessons whose exercises `module` should lose."""
-    lessons = sorted({e[:2] for e in loses(module)})
-    files = sorted(str(p.relative_to(ROOT)) for n in lessons for p in (ROOT / "tests").glob(f"test_{n}_*.py"))
-    marker = "graded and (" + " or ".join(f"ex{n}" for n in lessons) + ")"
-    return {"impl": module, "marker": marker, "files": files, "out": str(out)}
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:
+    """One results.json per (wrong module, exercise it should lose): folder / f"{module}.{exercise}.json"."""
     folder = tmp_path_factory.mktemp("grades")
-    jobs = [job(m, folder / f"{m}.json") for m in WRONG if runnable(m)]
+    jobs = [{"impl": m, "exercise": f"ex{n}", "out": str(folder / f"{m}.ex{n}.json")}
+            for m in WRONG if runnable(m) for n in sorted({e[:2] for e in loses(m)})]
     (folder / "jobs.json").write_text(json.dumps(jobs))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "code"), str(ROOT)])}
     run = subprocess.run([sys.executable, "-m", "tests.grading.regrade", str(folder / "jobs.json")], cwd=ROOT, env=env,
@@ -59,10 +53,10 @@ def results(tmp_path_factory) -> Path:
     return folder
 
 
-def points(results_json: Path) -> dict[str, list[float]]:
-    """{exercise: [points earned, points possible]} from a Gradescope results.json."""
+def points(tests: list[dict]) -> dict[str, list[float]]:
+    """{exercise: [points earned, points possible]} from the tests of a Gradescope results.json."""
     totals: dict[str, list[float]] = {}
-    for test in json.loads(results_json.read_text())["tests"]:
+    for test in tests:
         got, most = totals.get(test["tags"][0], [0.0, 0.0])
         totals[test["tags"][0]] = [got + test["score"], most + test["max_score"]]
     return totals
@@ -85,7 +79,7 @@ def test_each_wrong_module_declares_real_exercises_and_overrides():
             if not runnable(module):
                 continue  # the torch exercise stubs import torch
             stub_module, attr = stubs[name].split(":")
-            stub = getattr(importlib.import_module(stub_module), attr)
+            stub = getattr(exercise_module(stub_module), attr)
             # the student's signature: a wrong function that a test cannot even call would lose points vacuously
             assert list(inspect.signature(function).parameters) == list(inspect.signature(stub).parameters), \
                 f"{module}: {name} must take the stub's parameters"
@@ -95,8 +89,8 @@ def test_each_wrong_module_declares_real_exercises_and_overrides():
 def test_wrong_implementation_loses_points(module: str, results: Path):
     if not runnable(module):
         pytest.skip("needs PyTorch")
-    report = json.loads((results / f"{module}.json").read_text())
-    earned = points(results / f"{module}.json")
+    tests = [t for path in sorted(results.glob(f"{module}.ex*.json")) for t in json.loads(path.read_text())["tests"]]
+    earned = points(tests)
     for exercise in loses(module):
         got, most = earned[exercise]
         assert most > 0 and got < most, f"{module} still gets {got}/{most} points on exercise {exercise}"
@@ -104,5 +98,5 @@ def test_wrong_implementation_loses_points(module: str, results: Path):
     # test failed because the wrong module itself is broken (a crash would "lose points" without testing anything).
     for exercise, (got, most) in earned.items():
         assert exercise in loses(module) or got == most, f"{module} also loses points on {exercise}: list it in LOSES"
-    broken = [t["name"] for t in report["tests"] if t["status"] != "passed" and BROKEN.search(t["output"])]
+    broken = [t["name"] for t in tests if t["status"] != "passed" and BROKEN.search(t["output"])]
     assert not broken, f"{module} crashes instead of computing a wrong answer: {broken}"

@@ -1,5 +1,10 @@
-"""The grading kit: stubs are complete specs that score 0, the reference scores full marks, results.json is
-Gradescope-shaped, and the GitHub Classroom rubric carries the same points as the tests."""
+"""The grading kit: stubs are complete specs, the reference scores full marks through the real grader (one child
+process per exercise), results.json is Gradescope-shaped, hidden tests are graded and hidden, bad arguments give one
+line and exit 2, and the GitHub Classroom rubric carries the same points as the tests.
+
+Untouched stubs scoring 0 is checked on the student handout (tests/test_handout.py); hostile submissions in
+tests/test_grading_hostile.py.
+"""
 
 from __future__ import annotations
 
@@ -15,34 +20,43 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters import EXERCISES, REFERENCE, exercise_paths
+from tests.adapters import EXERCISES, REFERENCE, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_LESSONS = {"05", "06", "07"}
 LESSONS = sorted({e[:2] for e in EXERCISES if HAS_TORCH or e[:2] not in TORCH_LESSONS})
+HIDDEN_TEST = '''
+import pytest
 
 
-def run_grader(impl: str, out: Path) -> dict:
-    """`make grade` with another --impl, on every lesson that can run here; returns results.json."""
-    files = sorted(str(p.relative_to(ROOT)) for n in LESSONS for p in (ROOT / "tests").glob(f"test_{n}_*.py"))
-    marker = "graded and (" + " or ".join(f"ex{n}" for n in LESSONS) + ")"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker, f"--impl={impl}",
-               f"--results-json={out}", *files]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "code"), str(ROOT)])}
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert "grade report" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
-    return json.loads(out.read_text())
+@pytest.mark.grade("01.1", points=1)
+def test_two_equal_logits_split_evenly(impl):
+    assert impl.softmax([3.0, 3.0]) == [0.5, 0.5]
+'''
+
+
+def run_grader(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd / "code")}
+    return subprocess.run([sys.executable, "-m", "diffattn", "grade", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")
-def reference_report(tmp_path_factory) -> dict:
-    return run_grader("reference", tmp_path_factory.mktemp("grade") / "reference.json")
+def reference_report(tmp_path_factory) -> tuple[subprocess.CompletedProcess, dict]:
+    """The reference graded like a submission, on every exercise this machine can run, plus one hidden test."""
+    hidden = tmp_path_factory.mktemp("hidden")
+    (hidden / "test_01_hidden.py").write_text(HIDDEN_TEST)
+    out = tmp_path_factory.mktemp("grade") / "results.json"
+    run = run_grader("--impl", "reference", "--only", *[f"ex{n}" for n in LESSONS], "--tests", str(hidden),
+                     "--json", str(out))
+    return run, json.loads(out.read_text())
 
 
 def _signature(path: str) -> inspect.Signature:
     module, attr = path.split(":")
-    return inspect.signature(getattr(importlib.import_module(module), attr))
+    loaded = exercise_module(module) if module.startswith("ex") else importlib.import_module(module)
+    return inspect.signature(getattr(loaded, attr))
 
 
 @pytest.mark.parametrize("name", sorted(exercise_paths()))
@@ -50,7 +64,7 @@ def test_stub_matches_the_reference_signature_and_documents_the_spec(name: str):
     if REFERENCE[name].startswith("diffattn.nn") and not HAS_TORCH:
         pytest.skip("torch exercise")
     stub_module, attr = exercise_paths()[name].split(":")
-    stub = getattr(importlib.import_module(stub_module), attr)
+    stub = getattr(exercise_module(stub_module), attr)
     assert len((stub.__doc__ or "").strip().splitlines()) >= 4, f"{name}: the docstring is the spec; write it out"
     stub_params = list(_signature(exercise_paths()[name]).parameters)
     reference = _signature(REFERENCE[name]).parameters
@@ -60,30 +74,62 @@ def test_stub_matches_the_reference_signature_and_documents_the_spec(name: str):
     assert not extra, f"{name}: the reference needs {extra}, which the stub does not take"
 
 
-def test_reference_scores_full_marks_and_results_json_is_gradescope_shaped(reference_report: dict):
-    assert reference_report["tests"], "no graded tests ran"
-    for test in reference_report["tests"]:
-        assert set(test) >= {"name", "score", "max_score", "status", "output", "tags", "visibility"}
+def test_reference_scores_full_marks_and_results_json_is_gradescope_shaped(reference_report):
+    run, report = reference_report
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert report["tests"], "no graded tests ran"
+    for test in report["tests"]:
+        assert set(test) >= {"name", "number", "score", "max_score", "status", "output", "tags", "visibility"}
         assert test["status"] == "passed" and test["score"] == test["max_score"] > 0, test["name"]
-    assert reference_report["score"] == sum(t["max_score"] for t in reference_report["tests"])
-    assert {t["tags"][0][:2] for t in reference_report["tests"]} == set(LESSONS)
+        assert re.fullmatch(r"\d\d\.\d+\.\d+", test["number"]), test["number"]
+    assert report["score"] == report["max_score"] == sum(t["max_score"] for t in report["tests"])
+    assert {t["tags"][1][2:] for t in report["tests"]} == set(LESSONS)
+    assert set(report) >= {"score", "max_score", "execution_time", "output", "tests"}
+    assert "total" in report["output"] and report["output"] in run.stdout
 
 
-def test_classroom_rubric_matches_the_graded_points(reference_report: dict):
-    """.github/workflows/classroom.yml gives each lesson exactly the points its graded tests carry."""
+def test_hidden_tests_are_graded_and_hidden(reference_report):
+    _, report = reference_report
+    hidden = [t for t in report["tests"] if t["visibility"] == "hidden"]
+    assert [t["name"] for t in hidden] == ["01.1 stable softmax: test_two_equal_logits_split_evenly"]
+    assert hidden[0]["status"] == "passed"
+    assert all(t["visibility"] == "visible" for t in report["tests"] if t not in hidden)
+
+
+def test_classroom_rubric_matches_the_graded_points(reference_report):
+    """.github/workflows/classroom.yml gives each lesson exactly the points its public graded tests carry."""
     text = (ROOT / ".github" / "workflows" / "classroom.yml").read_text()
-    rubric = {n: float(p) for n, p in re.findall(r'-m "graded and ex(\d\d)".*?max-score: (\d+)', text, re.DOTALL)}
+    rubric = {n: float(p) for n, p in re.findall(r"--only ex(\d\d) --fail-below-full.*?max-score: (\d+)", text, re.DOTALL)}
     points: dict[str, float] = defaultdict(float)
-    for test in reference_report["tests"]:
-        points[test["tags"][0][:2]] += test["max_score"]
+    for test in reference_report[1]["tests"]:
+        if test["visibility"] == "visible":
+            points[test["tags"][1][2:]] += test["max_score"]
     assert {n: rubric[n] for n in LESSONS} == dict(points)
     assert set(rubric) == {e[:2] for e in EXERCISES}, "one rubric line per lesson with exercises"
 
 
-def test_untouched_stubs_score_zero_and_say_not_implemented(tmp_path):
-    """Run against exercises/ as shipped; this test is skipped once a student has started implementing."""
-    report = run_grader("exercises", tmp_path / "stubs.json")
-    if any(t["score"] > 0 for t in report["tests"]):
-        pytest.skip("exercises/ has been worked on")
-    assert report["score"] == 0
-    assert all("NotImplementedError" in t["output"] for t in report["tests"]), "a stub failed for another reason"
+@pytest.mark.parametrize("args, message", [
+    (["--only", "ex99"], "unknown exercise ex99"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--memory", "10"], "--memory must be at least 256 MiB"),
+    (["--tests", "/no/such/folder"], "--tests /no/such/folder: no such folder"),
+    (["--impl", "tests.wrong.nothing_here"], "--impl tests.wrong.nothing_here: expected"),
+    (["--submission", "/no/such/folder"], "--submission /no/such/folder: no such folder"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(args, message, tmp_path):
+    run = run_grader(*args, "--json", str(tmp_path / "r.json"))
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {message}"), run.stderr
+    assert run.stderr.count("\n") == 1 and not (tmp_path / "r.json").exists()
+
+
+def test_fail_below_full_exits_3_only_when_points_are_missing(tmp_path):
+    """What the Classroom workflow relies on: exit 0 at full marks, 3 below; both write results.json."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "ex01_softmax.py").write_text("from diffattn.pure.softmax import softmax\n")
+    full = run_grader("--only", "ex01", "--submission", str(submission), "--fail-below-full", "--json", str(tmp_path / "a.json"))
+    assert full.returncode == 0, full.stdout + full.stderr
+    (submission / "ex01_softmax.py").write_text("def softmax(logits):\n    return [1.0 / len(logits)] * len(logits)\n")
+    partial = run_grader("--only", "ex01", "--submission", str(submission), "--fail-below-full", "--json", str(tmp_path / "b.json"))
+    assert partial.returncode == 3, partial.stdout + partial.stderr
+    assert 0 < json.loads((tmp_path / "b.json").read_text())["score"] < json.loads((tmp_path / "a.json").read_text())["score"]

@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="address-space limit per exercise in MiB; PyTorch needs about 1 GiB (default: %(default)s)")
     grade.add_argument("--forbid-reference-imports", action="store_true",
                        help="an exercise file that uses its reference solution scores 0 (default: reported only)")
+    grade.add_argument("--fail-below-full", action="store_true",
+                       help="exit 3 unless every graded test passed (for GitHub Classroom's command grader)")
     grade.add_argument("--details", action="store_true", help="also print every failing test's message")
 
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
@@ -263,7 +265,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
     options = grader.Options(root=repo_root(), impl=args.impl, only=args.only, tests=args.tests,
                              submission=args.submission, json_path=args.json, timeout=args.timeout,
-                             memory_mb=args.memory, forbid_reference_imports=args.forbid_reference_imports)
+                             memory_mb=args.memory, forbid_reference_imports=args.forbid_reference_imports,
+                             fail_below_full=args.fail_below_full)
     return grader.main(options, details=args.details)
 
 

@@ -13,7 +13,8 @@ The parent never imports submission code. Per exercise (one exercises/exNN_*.py 
 4. writes results.json itself, atomically, in Gradescope's format, and prints one row per exercise part.
 
 Exit status 0 when grading completed (whatever the score), 1 when the grader itself failed (a test file that does
-not import, no graded tests), 2 for bad arguments.
+not import, no graded tests), 2 for bad arguments, and 3 with --fail-below-full when some graded test failed (what
+GitHub Classroom's command grader needs: it awards a rubric line's points on exit status 0).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Options:
     timeout: float = 60.0
     memory_mb: int = 3072
     forbid_reference_imports: bool = False
+    fail_below_full: bool = False
 
 
 @dataclass
@@ -183,6 +185,14 @@ def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:
     return chosen
 
 
+def pytest_args(tree: Path, exercise: str, impl: str, chosen: list[str]) -> list[str]:
+    """The child's pytest command line: quiet, output not captured (the parent counts it), no cache, no per-test
+    timeout (the parent's clock rules), only `exercise`'s graded tests."""
+    return ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:timeout", "-W", "ignore::pytest.PytestConfigWarning",
+            "--rootdir", str(tree), "-c", str(tree / "pyproject.toml"), "--tb=short", "--no-header",
+            "-m", f"graded and {exercise}", f"--impl={impl}", *[str(tree / p) for p in chosen]]
+
+
 # ---------------------------------------------------------------------------------------------------- one child
 
 
@@ -300,15 +310,10 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
         tree, work = Path(scratch) / "tree", Path(scratch) / "work"
         work.mkdir()
         lay_out(tree, files, submission, hidden)
-        chosen = test_files({**files, **hidden}, exercise[2:])
-        pytest_args = ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:timeout",
-                       "-W", "ignore::pytest.PytestConfigWarning", "--rootdir", str(tree),
-                       "-c", str(tree / "pyproject.toml"), "--tb=short", "--no-header",
-                       "-m", f"graded and {exercise}", f"--impl={options.impl}", *[str(tree / p) for p in chosen]]
         setup = {"root": str(tree), "workdir": str(work), "exercise": exercise, "impl": options.impl,
-                 "pytest_args": pytest_args}
+                 "pytest_args": pytest_args(tree, exercise, options.impl, test_files({**files, **hidden}, exercise[2:]))}
         messages, output, reason = run_child(tree, setup, options)
-        changed = tree_changes(tree, files)
+        changed = tree_changes(tree, {**files, **hidden})
     restored = restore(options.root, checkout, skip)
     verdict.seconds = time.monotonic() - started
     try:
@@ -447,4 +452,6 @@ def main(options: Options, details: bool = False) -> int:
         print("every failing test's message: add --details (make grade EX=ex03 DETAILS=1)")
     if options.json_path:
         print(f"wrote {options.json_path} in {document['execution_time']:g} s")
-    return 1 if any(v.error for v in verdicts) else 0
+    if any(v.error for v in verdicts):
+        return 1
+    return 3 if options.fail_below_full and document["score"] < document["max_score"] else 0

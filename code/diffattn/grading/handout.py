@@ -1,0 +1,151 @@
+"""`make handout DEST=dir`: the student copy of the course, without the solutions of the exercises.
+
+From this checkout's tracked files it builds DEST where:
+
+* every reference function an exercise re-implements (tests/adapters.py REFERENCE) is replaced by the exercise's
+  stub (signature, docstring, `raise NotImplementedError`), found and replaced through the AST;
+* a lesson code block that shows a solution line is replaced by a pointer to the exercise;
+* the known-wrong implementations and the grader's own meta-tests are left out (several wrong answers are one line
+  away from the solution);
+* MANIFEST.sha256 lists the grading files, so the handout's `make grade` reports an edited test instead of trusting it.
+
+`solution_lines` is what "nothing of the solutions left" means, and tests/test_handout.py greps the handout for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from diffattn.grading.manifest import write_manifest
+
+LEFT_OUT = ("tests/wrong/", "tests/grading/hostile/", "tests/grading/mutation", "tests/test_graders_reject_wrong.py",
+            "tests/test_grading_hostile.py", "tests/test_handout.py", "tests/test_mutation")
+MIN_LINE = 25  # shorter solution lines (`return total`) are too generic to say anything
+FENCE = re.compile(r"```[a-z]*\n.*?```", re.DOTALL)
+
+
+def tracked_files(root: Path) -> list[str]:
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True)
+    return sorted(p for p in listed.stdout.decode().split("\0") if p and (root / p).is_file())
+
+
+def _definition(path: Path, name: str) -> tuple[Path, ast.FunctionDef]:
+    """The top-level `def name` for `name` in `path`, following `from diffattn.x import name` re-exports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return path, node
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and any(a.name == name for a in node.names):
+            return _definition(_code_root(path).joinpath(*node.module.split(".")).with_suffix(".py"), name)
+    raise LookupError(f"no definition of {name} in {path}")
+
+
+def _code_root(path: Path) -> Path:
+    """The folder that holds the `diffattn` package (code/)."""
+    return next(p for p in path.parents if (p / "diffattn").is_dir())
+
+
+def _span(node: ast.FunctionDef) -> tuple[int, int]:
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return first - 1, node.end_lineno
+
+
+def _adapters(root: Path) -> tuple[dict, dict]:
+    """EXERCISES and REFERENCE of `root`'s tests/adapters.py (loaded from that file, whatever is on sys.path)."""
+    spec = importlib.util.spec_from_file_location("_handout_adapters", root / "tests" / "adapters.py")
+    adapters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(adapters)
+    return adapters.EXERCISES, adapters.REFERENCE
+
+
+def definitions(root: Path) -> dict[str, tuple[Path, ast.FunctionDef, Path, ast.FunctionDef]]:
+    """name -> (reference file, reference def, exercise file, stub def) for every exercised function."""
+    exercises, references = _adapters(root)
+    found = {}
+    for _, module, functions in exercises.values():
+        for name in functions:
+            dotted, _ = references[name].split(":")
+            ref_file, ref_node = _definition(root / "code" / Path(*dotted.split(".")).with_suffix(".py"), name)
+            stub_file, stub_node = _definition(root / "exercises" / f"{module}.py", name)
+            found[name] = (ref_file, ref_node, stub_file, stub_node)
+    return found
+
+
+def _normal(line: str) -> str:
+    return line.split("  #")[0].strip()
+
+
+def solution_lines(root: Path) -> dict[str, set[str]]:
+    """function name -> the distinctive lines of its reference body: at least MIN_LINE characters (comments and
+    indentation aside) and found in no other Python file of the handout, nor elsewhere in its own file."""
+    counts: Counter[str] = Counter()
+    for path in tracked_files(root):
+        if path.endswith(".py") and not path.startswith(LEFT_OUT):
+            counts.update(map(_normal, (root / path).read_text(encoding="utf-8").splitlines()))
+    lines = {}
+    for name, (ref_file, ref_node, _, _) in definitions(root).items():
+        source = ref_file.read_text(encoding="utf-8").splitlines()
+        body = ref_node.body[1:] if isinstance(ref_node.body[0], ast.Expr) else ref_node.body
+        own = Counter(map(_normal, source[body[0].lineno - 1: ref_node.end_lineno]))
+        lines[name] = {line for line, n in own.items() if len(line) >= MIN_LINE and counts[line] == n}
+    return lines
+
+
+def _strip_lesson(text: str, solutions: dict[str, set[str]], exercise_of: dict[str, str]) -> str:
+    def replace(block: re.Match) -> str:
+        shown = {_normal(line) for line in block.group(0).splitlines()}
+        names = [n for n, lines in solutions.items() if lines & shown]
+        if not names:
+            return block.group(0)
+        return f"*(This handout leaves out the code of `{names[0]}`: it is exercise {exercise_of[names[0]]}.)*"
+    return FENCE.sub(replace, text)
+
+
+def build(root: Path, dest: Path) -> list[str]:
+    """Write the handout to `dest` (which must not exist); returns the functions replaced by their stubs."""
+    if dest.exists():
+        raise FileExistsError(f"{dest} exists: choose a new folder")
+    solutions = solution_lines(root)
+    exercises, _ = _adapters(root)
+    exercise_of = {fn: part for part, (_, _, fns) in exercises.items() for fn in fns}
+    found = definitions(root)
+    for path in tracked_files(root):
+        if path.startswith(LEFT_OUT):
+            continue
+        target = dest / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / path, target)
+    by_file: dict[Path, list[tuple[int, int, list[str]]]] = {}
+    for name, (ref_file, ref_node, stub_file, stub_node) in found.items():
+        stub_source = stub_file.read_text(encoding="utf-8").splitlines()
+        start, end = _span(stub_node)
+        by_file.setdefault(dest / ref_file.relative_to(root), []).append((*_span(ref_node), stub_source[start:end]))
+    for path, edits in by_file.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for start, end, stub in sorted(edits, reverse=True):
+            lines[start:end] = stub
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for lesson in sorted((dest / "lessons").glob("*.md")) + [dest / "README.md"]:
+        lesson.write_text(_strip_lesson(lesson.read_text(encoding="utf-8"), solutions, exercise_of), encoding="utf-8")
+    write_manifest(dest)
+    return sorted(found)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m diffattn.grading.handout DEST")
+    repo = Path(__file__).resolve().parents[3]
+    try:
+        replaced = build(repo, Path(sys.argv[1]))
+    except (FileExistsError, LookupError) as error:
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(2) from None
+    print(f"wrote the handout to {sys.argv[1]}: {len(replaced)} reference functions replaced by their stubs")

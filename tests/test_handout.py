@@ -1,0 +1,70 @@
+"""`make handout DEST=dir`: the student copy holds no solution, and its own grader gives the stubs 0 with clean reasons.
+
+The handout is built from the committed files (git ls-files) of this checkout, then graded by its own
+`python -m diffattn grade` (one child process per exercise), as a student would run `make grade` in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diffattn.grading.handout import LEFT_OUT, solution_lines
+from tests.conftest import HAS_TORCH
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = {".py", ".md", ".ipynb", ".txt", ".toml", ".yml", ".json", ".sh", ""}
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory) -> Path:
+    dest = tmp_path_factory.mktemp("handout") / "course"
+    run = subprocess.run([sys.executable, "-m", "diffattn.grading.handout", str(dest)], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "code")}, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return dest
+
+
+def test_no_solution_line_is_left_anywhere(handout: Path):
+    solutions = solution_lines(ROOT)
+    assert all(solutions.values()), "every exercised function has distinctive lines to look for"
+    leaks = []
+    for path in handout.rglob("*"):
+        if path.is_file() and path.suffix in TEXT:
+            text = {line.split("  #")[0].strip() for line in path.read_text(encoding="utf-8").splitlines()}
+            leaks += [f"{path.relative_to(handout)}: {name}" for name, lines in solutions.items() if lines & text]
+    assert not leaks, leaks
+    assert not any((handout / p.rstrip("/")).exists() for p in LEFT_OUT if p.endswith((".py", "/")))
+
+
+def test_handout_grades_the_stubs_to_zero_with_clean_reasons(handout: Path):
+    out = handout / "results.json"
+    lessons = ["ex01", "ex02", "ex03", "ex04"] + (["ex05", "ex07"] if HAS_TORCH else [])
+    run = subprocess.run([sys.executable, "-m", "diffattn", "grade", "--only", *lessons, "--json", str(out)],
+                         cwd=handout, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(handout / "code")})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["score"] == 0 and report["max_score"] > 0
+    unclean = [t["name"] for t in report["tests"] if "NotImplementedError: exercise" not in t["output"]]
+    assert not unclean, unclean
+    assert "policy" not in run.stdout and "grader error" not in run.stdout, run.stdout
+
+
+def test_handout_reports_an_edited_test_instead_of_trusting_it(handout: Path, tmp_path):
+    test_file = handout / "tests" / "test_01_softmax.py"
+    original = test_file.read_text()
+    test_file.write_text(original.replace("assert ", "assert True or "))
+    try:
+        run = subprocess.run([sys.executable, "-m", "diffattn", "grade", "--only", "ex01", "--json",
+                              str(tmp_path / "r.json")], cwd=handout, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(handout / "code")})
+    finally:
+        test_file.write_text(original)
+    assert run.returncode == 0, run.stderr
+    assert "tests/test_01_softmax.py differs from MANIFEST.sha256" in run.stdout
