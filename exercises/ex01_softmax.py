@@ -1,7 +1,7 @@
 """Exercise 01.1 · stable softmax (lesson 01: lessons/01-softmax-noise-floor.md).
 
-Grade it with `make grade` or `pytest -m ex01 --impl exercises`. Use only the standard library (`math`); do not
-import diffattn: the point is to write the function the rest of the course stands on.
+Grade it with `make grade EX=ex01` (`make grade` grades every exercise). Use only the standard library (`math`);
+do not import diffattn: the point is to write the function the rest of the course stands on.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exercises 02.1 and 02.2 · differential attention, V1 and V2 (lesson 02: lessons/02-differential-attention.md).
 
-Grade them with `make grade` or `pytest -m ex02 --impl exercises`.
+Grade them with `make grade EX=ex02` (`make grade` grades every exercise).
 
 Allowed helpers (import them; they are lesson 01's reference and plain list-of-rows algebra):
     from diffattn.pure.softmax import softmax           # stable softmax of one row, −inf → 0.0

@@ -1,7 +1,6 @@
 """Exercises 03.1–03.3 · measuring the noise floor.  Lesson: lessons/03-snr-experiments.md
 
-Grade them with `make grade`, or only these:
-    .venv/bin/python -m pytest -m "graded and ex03" --impl exercises
+Grade them with `make grade EX=ex03` (`make grade` grades every exercise).
 
 Plain Python only (no numpy). You may import `math`, `diffattn.pure.softmax.softmax` and `diffattn.errors.require`;
 do not import `diffattn.pure.snr` (that grades the reference, not you). 03.3's lambda_sweep may call your own
@@ -25,9 +24,11 @@ def signal_to_noise(weights: Sequence[float], signal_index: int) -> float:
         w_s divided by the mean magnitude of the N − 1 *other* weights. Keep the numerator's sign. The denominator
         uses |w_j| because the signed mean of a DIFF row's noise weights is pinned by the row sum to
         (1 − λ − w_s)/(N − 1): it stays small however large the individual noise weights are. Do not include the
-        signal's own weight in the mean. If every other weight is exactly 0, return math.inf (−math.inf if w_s < 0).
+        signal's own weight in the mean. If every other weight is exactly 0, return math.inf (−math.inf if w_s < 0);
+        if w_s is 0 as well, the SNR (0/0) is undefined: raise ValueError.
     Raises:
-        ValueError (diffattn.errors.ConfigError is one) if N < 2 or s is not a position of the row.
+        ValueError (diffattn.errors.ConfigError is one) if N < 2, s is not a position of the row (no wrap-around:
+        s = −1 is an error), or every weight is 0.
 
     Example (noise weights 0.25, −0.25, 0: mean magnitude 0.5/3):
         >>> signal_to_noise([0.5, 0.25, -0.25, 0.0], 0)

@@ -1,4 +1,4 @@
-"""Lesson 04 exercises: count what DIFF V1 and DIFF V2 cost. Grade with `pytest -m ex04 --impl=exercises`.
+"""Lesson 04 exercises: count what DIFF V1 and DIFF V2 cost. Grade with `make grade EX=ex04`.
 
 Both functions describe every variant by its *baseline* Transformer: hidden D (d_model), h = `heads` query heads of
 width d = `head_dim` (h·d = D) and h_kv = `kv_heads` KV heads (None means MHA: h_kv = h). Count integers exactly.

@@ -1,7 +1,6 @@
 """Exercises 05.1-05.3 · the three pieces DIFF V1 adds around two softmax maps.  Lesson: lessons/05-diff-v1-pytorch.md
 
-Grade them with `make grade`, or only these:
-    .venv/bin/python -m pytest -m "graded and ex05" --impl exercises
+Grade them with `make grade EX=ex05` (`make grade` grades every exercise).
 
 You may use torch and `diffattn.errors.require`; do not import the reference `diffattn.nn.functional` or
 `diffattn.pure.attention.lambda_init` (that grades the reference, not you). Once all three pass, the module

@@ -1,7 +1,6 @@
 """Exercise 07.1 · DIFF V2 with GQA (8 KV heads, 32 heads).  Lesson: lessons/07-small-gpt.md
 
-Grade it with `make grade`, or only this exercise:
-    .venv/bin/python -m pytest -m "graded and ex07" --impl exercises
+Grade it with `make grade EX=ex07` (`make grade` grades every exercise).
 
 You may use torch, `diffattn.nn.kernels.attention` and `diffattn.errors.require`; do not import the reference
 `diffattn.nn.functional.diff_v2_gqa_attention` or `query_head_groups` (that grades the reference, not you).

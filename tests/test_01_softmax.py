@@ -83,6 +83,21 @@ def test_rows_without_a_distribution_raise_value_error(impl, bad):
 
 
 @pytest.mark.grade("01.1", points=0.5)
+@pytest.mark.parametrize("bad", [[1.0, math.nan], [-math.inf, math.nan, 2.0], [math.nan], [0.0, -math.inf, math.inf]],
+                         ids=["nan-last", "nan-after-masked", "only-nan", "plus-inf-after-masked"])
+def test_nan_or_plus_inf_anywhere_raises(impl, bad):
+    """Every entry is checked, not only the first or the maximum (max([1.0, nan]) is 1.0: NaN hides from it)."""
+    with pytest.raises(ValueError):
+        impl.softmax(bad)
+
+
+@pytest.mark.grade("01.1", points=0.5)
+def test_any_sequence_of_logits_and_a_single_logit(impl):
+    assert impl.softmax((2.0, 2.0)) == [0.5, 0.5]  # a tuple is a sequence too; the result is a new list
+    assert impl.softmax([-1e300]) == [1.0] and impl.softmax([7.0, -math.inf]) == [1.0, 0.0]
+
+
+@pytest.mark.grade("01.1", points=0.5)
 @pytest.mark.parametrize("n, margin", [(2, 0.0), (16, 2.0), (1024, 5.0), (4096, 10.0)])
 def test_noise_floor_matches_the_closed_form(impl, n, margin):
     weights = impl.softmax([margin] + [0.0] * (n - 1))

@@ -126,6 +126,10 @@ def test_v1_rejects_what_it_cannot_compute(impl):
         impl.diff_weights_v1(q1, [row + [0.0] for row in k1], q2, k2, 0.5)  # keys wider than queries
     with pytest.raises(ValueError):
         impl.diff_weights_v1(q1 + q1, k1[:2], q2 + q2, k2[:2], 0.5, causal=True)  # N_q > N_k
+    with pytest.raises(ValueError):
+        impl.diff_weights_v1(q1, k1, [row + [0.0] for row in q2], [row + [0.0] for row in k2], 0.5)  # d differs
+    with pytest.raises(ValueError):
+        impl.diff_weights_v1(q1, k1, q2, k2[:3], 0.5)  # the maps need the same number of keys
 
 
 # ---------------------------------------------------------------- exercise 02.2: V1 and V2 outputs (graded)
@@ -227,6 +231,8 @@ def test_v2_rejects_what_it_cannot_compute(impl):
         impl.diff_attention_v2(q1, q2[:2], k, v, [0.0, 0.0, 0.0])
     with pytest.raises(ValueError):
         impl.diff_attention_v2(q1, q2, k, v[:2], [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError):  # causal needs N_q <= N_k (module docstring)
+        impl.diff_attention_v2(q1, q2, k[:2], v[:2], [0.0, 0.0, 0.0], causal=True)
 
 
 # ---------------------------------------------------------------- the reference and the lesson's numbers

@@ -40,6 +40,13 @@ def oracle_snr(weights, s):
     return weights[s] / (noise / (len(weights) - 1))
 
 
+def oracle_softmax(logits):
+    """softmax written out (the graded tests never lean on the reference of an exercise: see tests/test_handout.py)."""
+    top = max(logits)
+    exps = [math.exp(z - top) for z in logits]
+    return [e / math.fsum(exps) for e in exps]
+
+
 def gaussian_row(n, seed):
     rng = random.Random(seed)
     return [rng.gauss(0.0, 1.0) for _ in range(n)], [rng.gauss(0.0, 1.0) for _ in range(n)]
@@ -67,7 +74,7 @@ def test_snr_of_a_softmax_row_is_the_exponential_contrast(impl):
     # softmax weights are e^{z_j}/Z, so SNR = e^{z_s} / mean_{j≠s} e^{z_j}: Z cancels
     logits = [2.0, 0.0, math.log(3.0), -math.log(2.0)]
     expected = math.exp(2.0) / ((1.0 + 3.0 + 0.5) / 3)
-    assert impl.signal_to_noise(softmax(logits), 0) == pytest.approx(expected, rel=REL)
+    assert impl.signal_to_noise(oracle_softmax(logits), 0) == pytest.approx(expected, rel=REL)
 
 
 @pytest.mark.grade("03.1", points=2)
@@ -77,7 +84,7 @@ def test_snr_matches_the_oracle_on_diff_rows(impl, seed, lam, n, data):
     """A1 − λA2 rows (negative entries, row sum 1 − λ) at any signal position; relative tolerance 1e-9."""
     s = data.draw(st.integers(0, n - 1))
     z1, z2 = gaussian_row(n, seed)
-    weights = [a - lam * b for a, b in zip(softmax(z1), softmax(z2))]
+    weights = [a - lam * b for a, b in zip(oracle_softmax(z1), oracle_softmax(z2))]
     assert impl.signal_to_noise(weights, s) == pytest.approx(oracle_snr(weights, s), rel=REL)
 
 
@@ -85,7 +92,7 @@ def test_snr_matches_the_oracle_on_diff_rows(impl, seed, lam, n, data):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), scale=st.floats(1e-3, 1e3))
 def test_snr_is_scale_free(impl, seed, scale):
-    weights = [a - 0.6 * b for a, b in zip(*map(softmax, gaussian_row(16, seed)))]
+    weights = [a - 0.6 * b for a, b in zip(*map(oracle_softmax, gaussian_row(16, seed)))]
     assert impl.signal_to_noise([scale * w for w in weights], 3) == pytest.approx(
         impl.signal_to_noise(weights, 3), rel=1e-9)
 
@@ -100,6 +107,15 @@ def test_snr_edge_cases(impl):
     for bad_index in (2, -1):  # the signal index must be a position of the row: 0 <= s < N, no wrap-around
         with pytest.raises(ValueError):
             impl.signal_to_noise([0.5, 0.5], bad_index)
+
+
+@pytest.mark.grade("03.1", points=1)
+def test_snr_of_an_all_zero_row_is_undefined_and_any_sequence_works(impl):
+    """0/0: the docstring's ±inf is for a zero floor under a non-zero signal; a row of zeros has no SNR."""
+    with pytest.raises(ValueError):
+        impl.signal_to_noise([0.0, 0.0, 0.0], 1)
+    assert impl.signal_to_noise((0.5, 0.25), 0) == pytest.approx(2.0, rel=REL)  # a tuple row
+    assert impl.signal_to_noise([0.3, 0.1], 1) == pytest.approx(1 / 3, rel=REL)  # the last position
 
 
 # ---------------------------------------------------------------- 03.2 noise_crossover
@@ -130,6 +146,16 @@ def test_crossover_edge_cases(impl):
         impl.noise_crossover([0.0, 2.0, 1.0], lambda s: 0.9)  # levels must increase
     with pytest.raises(ValueError):
         impl.noise_crossover([], lambda s: 0.9)  # an empty grid is an error, not "never drops"
+
+
+@pytest.mark.grade("03.2", points=1)
+def test_crossover_needs_strictly_below_and_a_strictly_increasing_grid(impl):
+    assert impl.noise_crossover([0.0, 1.0, 2.0], {0.0: 0.9, 1.0: 0.5, 2.0: 0.1}.__getitem__) == pytest.approx(1.0)  # 0.5 is not below 0.5
+    assert impl.noise_crossover([0.0, 1.0], lambda s: 0.5) is None  # exactly at the threshold is not below it
+    assert impl.noise_crossover([3.0], lambda s: 0.2, threshold=0.25) == 3.0  # one level, already below
+    assert impl.noise_crossover([3.0], lambda s: 0.3, threshold=0.25) is None
+    with pytest.raises(ValueError):
+        impl.noise_crossover([0.0, 1.0, 1.0], lambda s: 0.9)  # equal levels are not strictly increasing
 
 
 @pytest.mark.grade("03.2", points=1)
@@ -166,7 +192,7 @@ LAMBDAS = [0.0, 0.25, 0.5, 0.8, 1.0]
 def test_lambda_sweep_matches_the_oracle(impl, seed, rho):
     """SNR of softmax(z1) − λ·softmax(z2) for each λ (softmax first, then subtract); relative tolerance 1e-9."""
     z1, z2 = synthetic(64, 4.0, 1.0, rho, seed, s=5)
-    a1, a2 = softmax(z1), softmax(z2)
+    a1, a2 = oracle_softmax(z1), oracle_softmax(z2)
     expected = [oracle_snr([x - lam * y for x, y in zip(a1, a2)], 5) for lam in LAMBDAS]
     assert impl.lambda_sweep(z1, z2, 5, LAMBDAS) == pytest.approx(expected, rel=REL)
 
@@ -177,7 +203,7 @@ def test_lambda_sweep_argmax_is_where_identical_noise_cancels(impl):
     lambdas = [i / 1000 for i in range(1001)]
     for seed in range(3):
         z1, z2 = synthetic(1024, 8.0, 1.5, 1.0, seed)
-        optimum = (1 - softmax(z1)[0]) / (1 - softmax(z2)[0])
+        optimum = (1 - oracle_softmax(z1)[0]) / (1 - oracle_softmax(z2)[0])
         best = impl.best_lambda(lambdas, impl.lambda_sweep(z1, z2, 0, lambdas))
         assert abs(best - optimum) <= 1e-3
 
@@ -192,6 +218,26 @@ def test_best_lambda_returns_the_lambda_not_its_index_and_bad_input_raises(impl)
         impl.best_lambda([0.1, 0.2], [1.0])
     with pytest.raises(ValueError):  # zip would silently drop the extra logit
         impl.lambda_sweep([1.0, 0.0, 0.0], [0.0, 0.0], 0, [0.5])
+
+
+@pytest.mark.grade("03.3", points=1)
+def test_best_lambda_with_negative_snrs_and_empty_input(impl):
+    """A running maximum that starts at 0 (or at the first λ's index) gets these wrong."""
+    assert impl.best_lambda([0.0, 0.5, 1.0], [-3.0, -1.0, -2.0]) == 0.5
+    assert impl.best_lambda([0.2, 0.4], [-math.inf, -5.0]) == 0.4
+    assert impl.best_lambda((0.1, 0.9), (1.0, 1.0)) == 0.1  # tuples; ties go to the first
+    with pytest.raises(ValueError):
+        impl.best_lambda([], [])
+
+
+@pytest.mark.grade("03.3", points=1)
+def test_lambda_sweep_edges(impl):
+    z1, z2 = (1.0, 0.0, -1.0), (0.0, 0.0, 0.0)
+    assert impl.lambda_sweep(z1, z2, 0, []) == []
+    softmax_snr = oracle_snr(oracle_softmax(z1), 0)
+    assert impl.lambda_sweep(z1, z2, 0, [0.0]) == pytest.approx([softmax_snr], rel=REL)  # λ = 0: softmax's own SNR
+    assert impl.lambda_sweep(z1, z2, 2, [0.5, 0.5]) == pytest.approx([
+        oracle_snr([a - 0.5 * b for a, b in zip(oracle_softmax(z1), oracle_softmax(z2))], 2)] * 2, rel=REL)
 
 
 # ---------------------------------------------------------------- the synthetic model and the other measures

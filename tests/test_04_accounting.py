@@ -72,6 +72,10 @@ def test_attention_params_rejects_impossible_layouts(impl):
         ("baseline", 4096, 32, 128, 5),    # h_kv must divide h
         ("diff_v2", 4096, 32, 64),         # h·d must equal D
         ("baseline", 0, 32, 128),          # sizes must be positive
+        ("baseline", -4096, -32, 128),     # ... negative ones too, even when h·d = D holds
+        ("baseline", 4096, 32, 128, -8),   # ... and kv_heads
+        ("baseline", 4096, 32, 128, 0),
+        ("diff_v2", 0, 0, 128),
         ("diff_v3", 4096, 32, 128),        # unknown variant
     ]:
         with pytest.raises(ValueError):
@@ -115,7 +119,11 @@ def test_kv_cache_rejects_impossible_layouts(impl):
         ("diff_v1", 32, 31, 128),          # odd h: no h/2 differential heads
         ("diff_v1", 32, 32, 128, 1),       # MQA cannot be halved for V1
         ("diff_v2", 32, 32, 128, 3),       # h_kv must divide h (and so keep V2's pairs in one group)
-        ("baseline", 0, 32, 128),          # sizes must be positive
+        ("baseline", 0, 32, 128),          # sizes must be positive: layers,
+        ("baseline", 32, -32, 128, -8),    # heads and kv_heads,
+        ("baseline", 32, 32, -128),        # head_dim,
+        ("baseline", 32, 32, 128, 0),
+        ("baseline", 32, 32, 128, 8, 0),   # bytes per value
         ("diff_v3", 32, 32, 128),          # unknown variant
     ]:
         with pytest.raises(ValueError):

@@ -139,6 +139,13 @@ def test_no_mean_centring_no_sqrt2_and_eps_inside_the_root(impl):
 
 
 @pytest.mark.grade("05.3", points=1)
+def test_default_eps_is_1e_5(impl):
+    """Heads of RMS 1e-3 (mean square 1e-6, of eps's order): 1e-6 or 1e-8 instead of 1e-5 moves the output by > 10%."""
+    attn = 1e-3 * _heads(6, shape=(1, 3, 2, 8))
+    assert torch.allclose(impl.headwise_norm(attn, None, 0.2).double(), _norm64(attn, None, 0.2, 1e-5), atol=1e-5)
+
+
+@pytest.mark.grade("05.3", points=1)
 def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
     attn = _heads(4).bfloat16()
     weight = torch.arange(1, 17, dtype=torch.float32) / 8

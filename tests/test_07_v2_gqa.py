@@ -2,18 +2,19 @@
 
 32 output heads means 2h = 64 query heads over h_kv = 8 KV heads (GQA groups of 8 query heads). The tests check:
 the group map, that pairs (2i, 2i+1) never straddle a group, the output against an independent float64 reference
-(diffattn.pure, one head pair at a time), which KV head each output head reads, and a token-by-token decode loop
+(the formula in float64, one head pair at a time), which KV head each output head reads, and a token-by-token decode loop
 over a KV cache of exactly the baseline GQA model's size. Tolerance: atol 1e-5 on float32 inputs.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from diffattn import pure  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -31,16 +32,19 @@ def random_inputs(batch, n_q, n_k, q_heads, kv_heads, d, seed=0):
 
 
 def reference(q, k, v, lam, causal):
-    """Independent float64 answer: the stdlib diff_attention_v2 per (batch, pair), KV head = 2i·h_kv // 2h."""
+    """Independent float64 answer, one (batch, pair) at a time with KV head 2i·h_kv // 2h: the formula written out."""
     batch, n_q, q_heads, d = q.shape
-    kv_heads = k.shape[2]
+    n_k, kv_heads = k.shape[1], k.shape[2]
+    visible = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q) if causal else torch.ones(n_q, n_k, dtype=torch.bool)
     out = torch.zeros(batch, n_q, q_heads // 2, d, dtype=torch.float64)
     for b in range(batch):
         for i in range(q_heads // 2):
             j = (2 * i) * kv_heads // q_heads
-            rows = pure.diff_attention_v2(q[b, :, 2 * i].tolist(), q[b, :, 2 * i + 1].tolist(), k[b, :, j].tolist(),
-                                          v[b, :, j].tolist(), lam[b, :, i].tolist(), causal)
-            out[b, :, i] = torch.tensor(rows, dtype=torch.float64)
+            keys, values = k[b, :, j].double(), v[b, :, j].double()
+            maps = [torch.softmax((q[b, :, m].double() @ keys.T / d**0.5).masked_fill(~visible, -math.inf), dim=-1)
+                    for m in (2 * i, 2 * i + 1)]
+            gate = torch.sigmoid(lam[b, :, i].double()).unsqueeze(-1)
+            out[b, :, i] = (maps[0] - gate * maps[1]) @ values
     return out
 
 
@@ -78,6 +82,10 @@ def test_pairs_never_cross_a_gqa_group_and_bad_shapes_raise(impl):
     for bad in (lam[..., :1], lam[..., 0], torch.cat([lam, lam], dim=-1), lam[:1]):
         with pytest.raises(ValueError):
             impl.diff_v2_gqa_attention(q, k, v, bad)
+    # shapes that disagree: batch, head_dim, and the number of keys vs values (the docstring's list)
+    for bad_k, bad_v in ((k[:1], v[:1]), (k[..., :2], v[..., :2]), (k, v[:, :2])):
+        with pytest.raises(ValueError):
+            impl.diff_v2_gqa_attention(q, bad_k, bad_v, lam)
 
 
 @pytest.mark.grade("07.1", points=2)
@@ -121,7 +129,6 @@ def test_decoding_over_a_baseline_sized_kv_cache(impl):
     heads, never KV heads.
     """
     from diffattn.nn.cache import KVCache
-    from diffattn.pure.accounting import kv_cache_bytes_per_token
 
     g = torch.Generator().manual_seed(3)
     d_model, steps = 16, 6
@@ -142,5 +149,5 @@ def test_decoding_over_a_baseline_sized_kv_cache(impl):
     full = reference(heads(x, w_q, 2 * HEADS), heads(x, w_k, KV_HEADS), heads(x, w_v, KV_HEADS), x @ w_lam, True)
     assert_matches(torch.cat(outputs, dim=1), full)
     measured = sum(t.numel() * t.element_size() for t in (cache.k, cache.v))
-    baseline = kv_cache_bytes_per_token("baseline", 1, HEADS, HEAD_DIM, KV_HEADS, bytes_per_value=4) * steps
+    baseline = steps * 2 * KV_HEADS * HEAD_DIM * 4  # the GQA baseline's cache: K and V of 8 KV heads, fp32, 1 layer
     assert measured == baseline
