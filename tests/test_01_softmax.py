@@ -91,7 +91,7 @@ def test_nan_or_plus_inf_anywhere_raises(impl, bad):
         impl.softmax(bad)
 
 
-@pytest.mark.grade("01.1", points=0.5)
+@pytest.mark.grade("01.1", points=1)
 def test_any_sequence_of_logits_and_a_single_logit(impl):
     assert impl.softmax((2.0, 2.0)) == [0.5, 0.5]  # a tuple is a sequence too; the result is a new list
     assert impl.softmax([-1e300]) == [1.0] and impl.softmax([7.0, -math.inf]) == [1.0, 0.0]
