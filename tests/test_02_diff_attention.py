@@ -132,6 +132,13 @@ def test_v1_rejects_what_it_cannot_compute(impl):
         impl.diff_weights_v1(q1, k1, q2, k2[:3], 0.5)  # the maps need the same number of keys
 
 
+@pytest.mark.grade("02.1", points=1)
+def test_without_a_mask_more_queries_than_keys_is_fine(impl):
+    """Only causal=True needs N_q <= N_k; an unmasked head attends 5 queries over 3 keys."""
+    q1, k1, q2, k2, _ = draw(16, 5, 3, 4, 1)
+    assert close(impl.diff_weights_v1(q1, k1, q2, k2, 0.3), oracle_v1_weights(q1, k1, q2, k2, 0.3))
+
+
 # ---------------------------------------------------------------- exercise 02.2: V1 and V2 outputs (graded)
 
 

@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT / "code"), str(ROOT)]
 from tests.adapters import EXERCISES, REFERENCE  # noqa: E402
 
 TORCH_LESSONS = {"05", "06", "07"}
-STRING = re.compile(r"\"[^\"]*\"|'[^']*'")
+STRING = re.compile(r"[rbfuRBFU]{0,2}(\"[^\"]*\"|'[^']*')")
 MUTANT = re.compile(r"^\s*(?P<name>(?P<module>[\w.]+)\.x_(?P<function>\w+?)__mutmut_\d+): (?P<status>.+)$")
 
 
@@ -127,6 +127,8 @@ def run(lesson: str, keep: Path | None) -> int:
     status = {m["name"]: (m["module"], m["function"], m["status"].strip()) for m in map(MUTANT.match, listing.splitlines()) if m}
     print(f"lesson {lesson}: mutmut on {', '.join(sorted(modules))} through {len(status)} mutants, "
           f"{time.monotonic() - started:.0f} s")
+    counted_functions = {(m, f) for per in by_part.values() for m, fs in per.items() for f in fs}
+    status = {n: v for n, v in status.items() if v[:2] in counted_functions}
     diffs = {n: subprocess.run([*mutmut, "show", n], cwd=work, capture_output=True, text=True).stdout
              for n, (_, _, s) in status.items() if s not in ("killed", "timeout")}
     wording = {n for n, diff in diffs.items() if message_only(diff)}
