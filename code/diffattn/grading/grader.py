@@ -43,11 +43,13 @@ from diffattn.results import write_json_atomic
 MANIFEST = "MANIFEST.sha256"
 EXERCISE_FILE = re.compile(r"^ex(\d\d)_\w+\.py$")
 OUTPUT_LIMIT = 1 << 20  # bytes of stdout + stderr a child may print
+SNAPSHOT_LIMIT = 8 << 20  # checkout files larger than this (data, say) are not snapshotted
 REPORT_LIMIT = 8 << 20  # bytes of report
 FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: largest file a child may write
 TORCH_THREADS = 2  # intra-op threads in a child: keeps the address space (RLIMIT_AS) predictable on big machines
 # Folders of a checkout that grading never reads and a child has no business writing: not snapshotted.
 UNWATCHED = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", "mutants", ".ipynb_checkpoints"}
+EDITOR_FILES = re.compile(r"(\.sw[a-p]|~|\.DS_Store)$|(^|/)\.#")  # an editor's swap files come and go while grading
 BOOTSTRAP = ("import sys; sys.path[:0] = [sys.argv[1] + '/code', sys.argv[1]]; "
              "from diffattn.grading.child import main; main()")
 
@@ -76,7 +78,6 @@ class Verdict:
     zero: str | None = None  # why the whole exercise scores 0
     policy: list[str] = field(default_factory=list)
     error: str | None = None  # the grader failed on this exercise
-    seconds: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------------- the trees
@@ -118,11 +119,13 @@ def manifest_problems(root: Path, files: dict[str, bytes]) -> dict[str, str]:
 
 
 def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
-    """Every file of the checkout outside UNWATCHED folders, as bytes (small: a few MB)."""
+    """Every file of the checkout outside UNWATCHED folders and under SNAPSHOT_LIMIT, as bytes (a few MB)."""
     found = {}
     for path in root.rglob("*"):
         relative = path.relative_to(root)
-        if path.is_file() and not UNWATCHED & set(relative.parts) and path.resolve() not in skip:
+        if (path.is_file() and not path.is_symlink() and not UNWATCHED & set(relative.parts)
+                and not EDITOR_FILES.search(relative.as_posix()) and path.resolve() not in skip
+                and path.stat().st_size <= SNAPSHOT_LIMIT):
             found[relative.as_posix()] = path.read_bytes()
     return found
 
@@ -305,7 +308,6 @@ def read_report(verdict: Verdict, messages: list[dict[str, Any]]) -> None:
 def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str, bytes], hidden: dict[str, bytes],
                    options: Options, checkout: dict[str, bytes], skip: set[Path]) -> Verdict:
     verdict = Verdict(exercise)
-    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"diffattn-grade-{exercise}-") as scratch:
         tree, work = Path(scratch) / "tree", Path(scratch) / "work"
         work.mkdir()
@@ -315,7 +317,6 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
         messages, output, reason = run_child(tree, setup, options)
         changed = tree_changes(tree, {**files, **hidden})
     restored = restore(options.root, checkout, skip)
-    verdict.seconds = time.monotonic() - started
     try:
         read_report(verdict, messages)
     except (ProtocolError, KeyError, TypeError, AttributeError) as error:

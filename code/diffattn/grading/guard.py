@@ -63,20 +63,21 @@ class _Record:
         self.name = name
         self.module = module
         self.mappings: list[tuple[str, Any, tuple[str, ...], tuple[int, ...]]] = []
+        self.kept_values: list[Any] = []  # keeps every recorded object alive, so no id is reused
         functions: list[types.FunctionType] = []
         self._add(name, vars(module), functions)
         for value in list(vars(module).values()):
             if isinstance(value, type) and getattr(value, "__module__", None) == name:
                 self._add(f"{name}.{value.__qualname__}", value.__dict__, functions)
         self.functions = tuple(functions)
-        self.kept = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f in functions]  # keeps the ids alive
+        self.kept = [(f, f.__code__, f.__defaults__, f.__kwdefaults__) for f in functions]
         self.fingerprint = self._function_ids()
         self.kwdefaults = [(f, dict(f.__kwdefaults__)) for f in functions if f.__kwdefaults__]
 
     def _add(self, label: str, mapping: Any, functions: list[types.FunctionType]) -> None:
         pairs = [(key, value) for key, value in list(mapping.items()) if isinstance(value, CODE_TYPES) or callable(value)]
         self.mappings.append((label, mapping, tuple(k for k, _ in pairs), tuple(id(v) for _, v in pairs)))
-        self.kept_values = getattr(self, "kept_values", []) + [v for _, v in pairs]
+        self.kept_values += [v for _, v in pairs]
         functions += [v for _, v in pairs if isinstance(v, types.FunctionType)]
 
     def _function_ids(self) -> tuple[tuple[int, ...], ...]:
