@@ -75,6 +75,7 @@ def test_attention_params_rejects_impossible_layouts(impl):
         ("baseline", -4096, -32, 128),     # ... negative ones too, even when h·d = D holds
         ("baseline", 4096, 32, 128, -8),   # ... and kv_heads
         ("baseline", 4096, 32, 128, 0),
+        ("baseline", 4096, 0, 128),        # ... and heads
         ("diff_v2", 0, 0, 128),
         ("diff_v3", 4096, 32, 128),        # unknown variant
     ]:
@@ -123,6 +124,8 @@ def test_kv_cache_rejects_impossible_layouts(impl):
         ("baseline", 32, -32, 128, -8),    # heads and kv_heads,
         ("baseline", 32, 32, -128),        # head_dim,
         ("baseline", 32, 32, 128, 0),
+        ("baseline", 32, 0, 128, 8),
+        ("baseline", 32, -32, 128, 8),
         ("baseline", 32, 32, 128, 8, 0),   # bytes per value
         ("diff_v3", 32, 32, 128),          # unknown variant
     ]:

@@ -59,6 +59,7 @@ def test_query_head_groups_for_64_query_heads_over_8_kv_heads(impl):
     assert impl.query_head_groups(8, 2) == [0, 0, 0, 0, 1, 1, 1, 1]
     assert impl.query_head_groups(6, 6) == list(range(6))  # MHA: every query head has its own KV head
     assert impl.query_head_groups(4, 1) == [0, 0, 0, 0]  # MQA
+    assert impl.query_head_groups(1, 1) == [0]  # one head is a valid count (> 0)
 
 
 @pytest.mark.grade("07.1", points=0.5)
