@@ -93,6 +93,9 @@ def test_seed_exercise_gqa_v2_cache_equals_gqa_baseline(impl):
     assert baseline == 131_072  # 32 layers × 2 (K, V) × 8 heads × 128 × 2 bytes
     assert impl.kv_cache_bytes_per_token("diff_v2", 32, 32, 128, 8) == baseline
     assert impl.kv_cache_bytes_per_token("baseline_2h", 32, 32, 128, 8) == baseline
+    # an odd number of KV heads is fine outside V1 (MQA: one KV head; GQA 12 over 3): the same 2·h_kv·d per layer
+    assert impl.kv_cache_bytes_per_token("baseline", 32, 32, 128, 1) == impl.kv_cache_bytes_per_token("diff_v2", 32, 32, 128, 1) == 16_384
+    assert impl.kv_cache_bytes_per_token("diff_v2", 2, 12, 64, 3) == 2 * 2 * 3 * 64 * 2
 
 
 @pytest.mark.grade("04.2", points=1)
