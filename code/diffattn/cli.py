@@ -17,6 +17,7 @@ from typing import Sequence
 
 from diffattn import experiments
 from diffattn.errors import ConfigError
+from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
 
@@ -96,6 +97,7 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 def cmd_course(args: argparse.Namespace) -> int:
     wanted = [experiments.normalise(n) for n in args.lessons.split(",") if n.strip()]
     figures_dir = outputs_dir() / "figures"
+    saved = load_numbers()
     summary = []
     for number in wanted:
         missing = experiments.missing_requirements(number)
@@ -105,7 +107,7 @@ def cmd_course(args: argparse.Namespace) -> int:
         module = experiments.load(number)
         print(f"lesson {number}: {module.TITLE}", file=sys.stderr)
         started = time.perf_counter()
-        results = module.run(progress=True)
+        results = keep_saved_if_agreeing(module.run(progress=True), saved.get(number), experiments.number_kinds(number))
         save_lesson_numbers(number, results)  # saved before figures: a plotting failure loses no numbers
         made = [] if args.no_figures else _figures(module, results, figures_dir)
         summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
@@ -190,7 +192,7 @@ def _lesson_mismatches() -> list:
     problems = []
     for path in quoting_files():
         try:
-            problems += check_text(path, path.read_text(), numbers, render_output)
+            problems += check_text(path, path.read_text(), numbers, render_output, experiments.number_kinds)
         except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
             print(f"skipped {path.name}: {exc}", file=sys.stderr)
     return problems
@@ -208,7 +210,7 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     numbers = load_numbers()
     for path in quoting_files():
         source = path.read_text()
-        updated = sync_text(source, numbers, render_output)
+        updated = sync_text(source, numbers, render_output, experiments.number_kinds)
         if updated != source:
             path.write_text(updated)
             print(f"updated {path}")
