@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import shlex
 import sys
 import time
@@ -46,13 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--hidden", type=int, required=True, help="d_model")
     acc.add_argument("--heads", type=int, required=True, help="baseline query heads h_base")
     acc.add_argument("--head-dim", type=int, required=True, help="d, the query/key head width")
-    acc.add_argument("--layers", type=int, required=True)
+    acc.add_argument("--layers", type=int, required=True, help="number of transformer layers L")
     acc.add_argument("--kv-heads", type=int, default=None, help="baseline KV heads (default: = heads, i.e. MHA)")
     acc.add_argument("--ffn", type=int, default=None, help="SwiGLU hidden width (default: 8/3·hidden rounded up to a multiple of 256, as LLaMA)")
     acc.add_argument("--vocab", type=int, default=None, help="vocabulary size for whole-model counts (default: none)")
     acc.add_argument("--context", type=int, default=131072, help="context length for KV-cache and FLOP columns")
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
-    acc.add_argument("--json", action="store_true")
+    acc.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
 
     snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)")
     snr.add_argument("--n", type=int, default=1024, help="context length N (>= 2)")
@@ -81,10 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a reader that already left must not fail the flush at exit
+        return status
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except BrokenPipeError:  # `... --json | head -1`: the reader left; not an error of ours, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no second error at exit
+        return 0
 
 
 def cmd_lesson(args: argparse.Namespace) -> int:
@@ -95,7 +101,9 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    wanted = [experiments.normalise(n) for n in args.lessons.split(",") if n.strip()]
+    wanted = [experiments.normalise(n.strip()) for n in args.lessons.split(",") if n.strip()]
+    if not wanted:
+        raise ConfigError(f"--lessons needs at least one lesson number, e.g. 01,02 (got {args.lessons!r})")
     figures_dir = outputs_dir() / "figures"
     saved = load_numbers()
     summary = []
@@ -114,7 +122,7 @@ def cmd_course(args: argparse.Namespace) -> int:
     print("course summary (outputs/numbers.json, outputs/figures/):")
     print("\n".join(summary))
     print(_device_note())
-    stale = _lesson_mismatches()
+    stale = _lesson_mismatches(wanted)
     if stale:
         print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
         print("\n".join(f"  {m}" for m in stale[:10]))
@@ -185,12 +193,14 @@ def quoting_files() -> list[Path]:
     return sorted(lessons_dir().glob("*.md")) + ([readme] if readme.exists() else [])
 
 
-def _lesson_mismatches() -> list:
+def _lesson_mismatches(lessons: Sequence[str] | None = None) -> list:
+    """Quoted numbers that disagree with outputs/; with `lessons`, only in those lessons' files."""
     from diffattn.lessontext import check_text
 
     numbers = load_numbers()
     problems = []
-    for path in quoting_files():
+    files = quoting_files() if lessons is None else [p for p in quoting_files() if p.name[:2] in lessons]
+    for path in files:
         try:
             problems += check_text(path, path.read_text(), numbers, render_output, experiments.number_kinds)
         except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
