@@ -121,7 +121,7 @@ def cmd_course(args: argparse.Namespace) -> int:
         summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
     print("course summary (outputs/numbers.json, outputs/figures/):")
     print("\n".join(summary))
-    print(_device_note())
+    print(_device_note(wanted))
     stale = _lesson_mismatches(wanted)
     if stale:
         print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
@@ -129,8 +129,10 @@ def cmd_course(args: argparse.Namespace) -> int:
     return 0
 
 
-def _device_note() -> str:
+def _device_note(lessons: Sequence[str]) -> str:
     """Lesson numbers are computed on CPU so that they are the same everywhere; a GPU gets its own run."""
+    if not any(experiments.REQUIRES.get(n) for n in lessons):
+        return "stdlib lessons only: no third-party package was needed."
     try:
         import torch
     except ImportError:
