@@ -123,4 +123,4 @@ def test_check_reports_unknown_keys_and_stale_output_blocks():
     problems = check_text(Path("x.md"), source, {"01": {}}, lambda args: "new\n")
     assert {p.expected for p in problems} == {"<missing key>", "<differs>"}
     block = next(str(p) for p in problems if p.expected == "<differs>")
-    assert "x.md:3: output of `lesson 01`" in block and "\n-old" in block and "\n+new" in block  # says which line
+    assert "x.md:2: output of `lesson 01`" in block and "\n-old" in block and "\n+new" in block  # says which line
