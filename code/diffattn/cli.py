@@ -55,15 +55,24 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
     acc.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
 
-    snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)")
-    snr.add_argument("--n", type=int, default=1024, help="context length N (>= 2)")
-    snr.add_argument("--signal", type=float, default=8.0, help="μ, the signal's logit above the noise mean")
-    snr.add_argument("--noise", type=float, default=1.5, help="σ, the spread of the irrelevant logits (>= 0)")
-    snr.add_argument("--rho", type=float, default=0.9, help="correlation of the two maps' noise, in [-1, 1]")
-    snr.add_argument("--lam", type=float, default=0.8, help="λ (V1: any finite number; V2: σ(λ), strictly in (0, 1))")
-    snr.add_argument("--variant", choices=["v1", "v2"], default="v1")
-    snr.add_argument("--trials", type=int, default=16)
-    snr.add_argument("--json", action="store_true")
+    snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)",
+                         description="Softmax vs DIFF on lesson 03's synthetic row: one signal token, N − 1 noise "
+                                     "tokens, medians over seeded trials.")
+    snr.add_argument("--n", type=int, default=1024, help="context length N, >= 2 (default: %(default)s)")
+    snr.add_argument("--signal", type=float, default=8.0,
+                     help="μ, the signal's logit above the noise mean; finite, and within about 700 of the noise "
+                          "logits so that float64 softmax resolves it (default: %(default)s)")
+    snr.add_argument("--noise", type=float, default=1.5,
+                     help="τ, the noise std: spread of the irrelevant logits, finite and >= 0 (default: %(default)s)")
+    snr.add_argument("--rho", type=float, default=0.9,
+                     help="ρ, correlation of the two maps' noise, in [-1, 1] (default: %(default)s)")
+    snr.add_argument("--lam", type=float, default=0.8,
+                     help="V1: λ, any finite number; V2: the coefficient σ(λ_t) (σ = sigmoid), strictly in (0, 1) "
+                          "(default: %(default)s)")
+    snr.add_argument("--variant", choices=["v1", "v2"], default="v1",
+                     help="v1: W = A1 − λ·A2; v2: W = A1 − σ(λ_t)·A2 (default: %(default)s)")
+    snr.add_argument("--trials", type=int, default=16, help="seeded trials, >= 1 (default: %(default)s)")
+    snr.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
     lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md and README.md")
     lessons.add_argument("action", choices=["check", "sync"])
