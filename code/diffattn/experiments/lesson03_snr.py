@@ -452,8 +452,8 @@ def format_setting(result: dict[str, Any]) -> str:
 
 
 def _ratio(x: float) -> str:
-    """A DIFF/softmax ratio: two decimals, or a whole number from 10 up (those sit next to λ*, where the gain is
-    unbounded and its digits are an accident of the grid, so more would be false precision)."""
+    """A DIFF/softmax ratio: two decimals, or a whole number from 10 up (those sit next to some trial's λ*, where
+    that trial's gain explodes, so their digits depend on which trials were drawn: more would be false precision)."""
     return f"{x:.2f}" if abs(x) < 10 else f"{x:,.0f}"
 
 
@@ -547,8 +547,8 @@ def report(results: dict[str, Any]) -> str:
         f"   {'softmax SNR':<22}" + "".join(f"{snr:>8.1f}" for snr in grid["softmax_snr"][toy_key]),
         f"   {'DIFF SNR':<22}" + "".join(f"{snr:>8.1f}" for snr in grid["diff_snr"][toy_key]),
         "",
-        f"6. ρ = 1 at the best grid λ = {best['lambda']:.2f}, next to λ* (part 4): the gain"
-        " (1 − λ·a2_s/a1_s)/|1 − λ/λ*| is unbounded as λ → λ*",
+        f"6. ρ = 1 at the best grid λ = {best['lambda']:.2f}, amid the trials' λ* (part 4): one trial's gain",
+        "   (1 − λ·a2_s/a1_s)/|1 − λ/λ*| is unbounded as λ → its own λ*; the mean over trials is finite",
         f"   seed {setup['seed']} (the headline): {_ratio(best['ratio']['gmean'])} (geometric mean of {setup['trials']}"
         f" trials; single trials {_ratio(best['ratio']['min'])} … {_ratio(best['ratio']['max'])})",
         f"   seeds {', '.join(map(str, seeds['seeds']))}: {_ratio(seeds['min'])} … {_ratio(seeds['max'])}"

@@ -120,7 +120,7 @@ def report(results: dict) -> str:
     lines += [
         "",
         "the public seed-002 lesson's script, rebuilt (W_O doubled, λ = 4·d per head, against an MHA module):",
-        f"  script V2 {seed['v2']:,} − MHA {seed['mha_baseline']:,} = +{seed['v2_extra']:,}  (its '+8.4M')",
+        f"  script V2 {seed['v2']:,} − MHA {seed['mha_baseline']:,} = +{seed['v2_extra']:,}  (its 'delta 8.4M')",
         f"  official V2 − its own GQA(8) baseline = +{seed['official_v2_extra_vs_gqa8']:,}",
         f"  script V1 extra +{seed['v1_extra']:,}; official V1 extra +{seed['official_v1_extra']:,} (4d λ + 2d subln)",
         f"  V1 cache if values were d wide (seed's 'halved value cache'): {seed['v1_cache_if_value_halved_vs_true']:.2f}× the real one",

@@ -211,8 +211,8 @@ def report(results: dict) -> str:
         lines.append(f"  {dtype:<8} below {a['tolerance']:.0e}: {'ok  ' if a['within_tolerance'] else 'FAIL'} {paths}")
 
     def same_math(check: str) -> str:
-        return ", ".join(f"{'fp64' if name == 'float64' else 'fp32'} below {bound.below:.0e} "
-                         f"({'yes' if bound.holds(results[check][name]) else 'NO'})" for name, bound in SAME_MATH.items())
+        return ", ".join(f"{'fp64' if name == 'float64' else 'fp32'} < {bound.below:.0e}: "
+                         f"{'yes' if bound.holds(results[check][name]) else 'NO'}" for name, bound in SAME_MATH.items())
 
     lines += [
         "",

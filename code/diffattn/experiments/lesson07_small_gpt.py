@@ -254,7 +254,7 @@ def report(results: dict) -> str:
         row(f"max |cached − full| < {CACHE_GAP.below:.0e}", ["yes" if CACHE_GAP.holds(d[v]["max_abs_logit_diff"])
                                                              else "NO" for v in variants]),
         row("max |logit|, about", [f"{d[v]['max_abs_logit']:.0f}" for v in variants]),
-        row(f"cached ≠ full argmax, margin > {TIE_MARGIN:g}", [f"{d[v]['greedy_differences_outside_ties']}"
+        row(f"argmax differs, margin > {TIE_MARGIN:g}", [f"{d[v]['greedy_differences_outside_ties']}"
                                                          for v in variants]),
         "",
         "decode attention per new token and layer (lesson 04's accounting, bf16 cache; V1: official 2-call and "
