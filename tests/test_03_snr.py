@@ -411,3 +411,86 @@ def test_claim_context_sweep(lesson):
 def test_claim_output_cosine_barely_separates_the_methods(lesson):
     """With i.i.d. values the floor hardly moves the output direction: every condition's mean cosine is > 0.95."""
     assert lesson["headline"]["lowest_cos"] > 0.95
+
+
+def test_claim_the_setting_decides_whether_independent_noise_helps(lesson):
+    """ρ = 0, λ = 0.8: DIFF beats softmax when the floor holds most of map 1 (1 − a1_s near λ) and the noise is
+    narrow (small τ); it loses at every τ when the floor holds little of map 1 (μ = 8, 1 − a1_s ≤ 0.71)."""
+    grid = lesson["setting"]
+    taus = grid["noise_stds"]
+    ratio, floor = grid["ratio"], grid["floor_share"]
+    assert ratio["mu4"][taus.index(0.25)] > 3 and ratio["mu4"][taus.index(0.5)] > 1.5  # the public toy's 2×
+    assert ratio["mu4"] == sorted(ratio["mu4"], reverse=True)  # wider private noise: less gain, then a loss
+    assert ratio["mu4"][-1] < 1 and ratio["mu6"][-1] < 1
+    assert all(r < 0.6 for r in ratio["mu8"])  # the headline's μ = 8: a loss at every τ of the grid
+    assert max(floor["mu8"]) < 0.75 < min(floor["mu4"])
+    for key in ("mu4", "mu6", "mu8"):  # a wider noise spread fattens the floor
+        assert floor[key] == sorted(floor[key])
+    # the (8, 1.5) cell is the headline's ρ = 0, λ = 0.8 condition on the same trials (median vs geometric mean)
+    assert ratio["mu8"][taus.index(1.5)] == pytest.approx(
+        lesson["headline"]["diff"]["rho000"]["fixed"]["ratio"]["gmean"], abs=0.02)
+
+
+def test_claim_the_public_toy_setting_gives_about_two_and_loses_at_wide_noise(lesson):
+    """μ = 4, τ = 0.5, ρ = 0: the public script's single draw printed 47.72 (softmax) and 92.31 (λ = 0.8), peaking at
+    λ = 0.8 of its grid; its noise sweep had DIFF below softmax at noise_std 1.5 and 2. The course's model agrees."""
+    grid = lesson["setting"]
+    toy = grid["toy"]
+    # what the script prints at commit 6b10711e (the lesson cites it): its λ row, and its noise sweep at λ = 0.8
+    script_lambda_row = [47.72, 67.42, 88.37, 92.31, 85.25]
+    script_softmax = [52.09, 48.69, 34.62, 15.93, 8.46]
+    script_diff = [173.19, 88.46, 35.14, 11.80, 5.42]
+    assert toy["lambdas"] == [0.0, 0.3, 0.6, 0.8, 1.0] and grid["noise_stds"] == [0.25, 0.5, 1.0, 1.5, 2.0]
+    assert script_lambda_row == pytest.approx(toy["snr"], rel=0.02)  # "within 2% of our medians"
+    assert script_softmax == pytest.approx(grid["softmax_snr"]["mu4"], rel=0.14)  # "at most 13% off"
+    assert script_diff == pytest.approx(grid["diff_snr"]["mu4"], rel=0.14)
+    assert toy["best_lambda"] == 0.8 and 1.5 < max(toy["ratio"]) < 2.5
+    soft, diff = grid["softmax_snr"]["mu4"], grid["diff_snr"]["mu4"]
+    wins = [d > s for s, d in zip(soft, diff)]
+    assert wins == [True, True, True, False, False]  # τ = 0.25, 0.5, 1 | 1.5, 2
+    assert wins == [d > s for s, d in zip(script_softmax, script_diff)]
+
+
+def test_setting_grid_cell_matches_an_oracle():
+    """The public toy's cell (μ 4, τ 0.5, ρ 0, λ 0.8) recomputed with plain loops from the lesson's own draws."""
+    from statistics import median
+
+    from diffattn.experiments import lesson03_snr as lesson03
+
+    def loop_softmax(z):
+        top = max(z)
+        e = [math.exp(x - top) for x in z]
+        return [x / sum(e) for x in e]
+
+    ratios = []
+    for t in range(lesson03.GRID_TRIALS):
+        eps1, eta = lesson03.draws(t, lesson03.N)
+        z1 = [0.5 * e for e in eps1]
+        z1[0] = 4.0
+        a1, a2 = loop_softmax(z1), loop_softmax([0.5 * h for h in eta])  # ρ = 0: map 2 is τ·η
+        ratios.append(oracle_snr([x - 0.8 * y for x, y in zip(a1, a2)], 0) / oracle_snr(a1, 0))
+    grid = load_numbers()["03"]["setting"]
+    assert grid["ratio"]["mu4"][grid["noise_stds"].index(0.5)] == pytest.approx(median(ratios), rel=1e-9)
+
+
+def test_rho1_gain_is_unbounded_as_lambda_approaches_lambda_star():
+    """1/|1 − λ/λ*|: each tenfold step closer to λ* multiplies the gain by about ten, on one row of the headline."""
+    z1, z2 = synthetic(1024, 8.0, 1.5, 1.0, 3)
+    a1, a2 = softmax(z1), softmax(z2)
+    star = rho1_optimal_lambda(a1, a2, 0)
+    gains = [signal_to_noise(subtract_maps(a1, a2, star * (1 - 10.0**-k)), 0) / signal_to_noise(a1, 0)
+             for k in (1, 2, 3, 4)]
+    assert all(9 < b / a < 11 for a, b in zip(gains, gains[1:]))
+
+
+def test_claim_the_rho1_best_lambda_gain_is_a_grid_artefact(lesson):
+    """ρ = 1 at the best grid λ: single trials spread over more than two orders of magnitude (their λ* straddle the
+    grid point), and other seeds move the 64-trial geometric mean by more than 10%: no fourth significant figure."""
+    best = lesson["headline"]["diff"]["rho100"]["best"]
+    optimum = lesson["lambda"]["rho100_optimum"]
+    assert optimum["min"] < best["lambda"] < optimum["max"]
+    assert best["ratio"]["max"] / best["ratio"]["min"] > 100
+    seeds = lesson["seeds"]
+    assert seeds["lambda"] == best["lambda"] and len(seeds["ratio"]) == 9 and lesson["setup"]["seed"] not in seeds["seeds"]
+    assert seeds["max"] / seeds["min"] > 1.1
+    assert all(r > 10 for r in seeds["ratio"])  # still far above λ = 0.8's gain: the effect is real, the digits are not

@@ -8,6 +8,7 @@ carrying the same message the CLI prints.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -89,15 +90,15 @@ def test_unknown_lesson_is_an_error(args):
 
 
 @pytest.mark.parametrize("args, constraint, kwargs", [
-    (["--variant", "v2", "--lam", "1.2"], "DIFF V2's coefficient σ(λ) must be strictly between 0 and 1",
-     dict(variant="v2", lam=1.2)),
-    (["--variant", "v2", "--lam", "0"], "DIFF V2's coefficient σ(λ) must be strictly between 0 and 1",
-     dict(variant="v2", lam=0.0)),
-    (["--lam", "nan"], "λ must be a finite number", dict(lam=float("nan"))),
-    (["--rho", "1.5"], "noise correlation ρ must be in [-1, 1]", dict(rho=1.5)),
-    (["--noise", "-1"], "noise amplitude σ must be >= 0", dict(sigma=-1.0)),
-    (["--n", "1"], "N must be >= 2", dict(n=1)),
-    (["--trials", "0"], "trials must be >= 1", dict(trials=0)),
+    (["--variant", "v2", "--lam", "1.2"], "--lam is DIFF V2's coefficient σ(λ_t) with --variant v2 and must be "
+     "strictly between 0 and 1", dict(variant="v2", lam=1.2)),
+    (["--variant", "v2", "--lam", "0"], "--lam is DIFF V2's coefficient σ(λ_t) with --variant v2 and must be "
+     "strictly between 0 and 1", dict(variant="v2", lam=0.0)),
+    (["--lam", "nan"], "--lam (λ) must be a finite number", dict(lam=float("nan"))),
+    (["--rho", "1.5"], "--rho (the noise correlation ρ) must be in [-1, 1]", dict(rho=1.5)),
+    (["--noise", "-1"], "--noise (the noise std τ) must be a finite number >= 0", dict(noise_std=-1.0)),
+    (["--n", "1"], "--n (N) must be >= 2", dict(n=1)),
+    (["--trials", "0"], "--trials must be >= 1", dict(trials=0)),
 ])
 def test_snr_rejects_settings_a_variant_does_not_allow(args, constraint, kwargs):
     from diffattn.experiments.lesson03_snr import try_setting
@@ -106,6 +107,60 @@ def test_snr_rejects_settings_a_variant_does_not_allow(args, constraint, kwargs)
     with pytest.raises(ConfigError) as info:
         try_setting(**{"n": 64, "trials": 2, **kwargs})
     assert str(info.value) == message
+
+
+# Inputs a learner may type that used to crash (ZeroDivisionError) or print a meaningless "inf" / "0×": each must
+# give one line naming the flag. The float64 cases are detected on the computed rows, not by a guessed bound.
+SNR_EDGE_CASES = [
+    (["--noise", "400"], dict(noise_std=400.0), "--signal 8 sits", "below the largest noise logit (--noise 400"),
+    (["--noise", "1e6"], dict(noise_std=1e6), "--signal 8 sits", "below the largest noise logit (--noise 1e+06"),
+    (["--signal=-1000"], dict(mu=-1000.0), "--signal -1000 sits", "below the largest noise logit"),
+    (["--signal", "1e308"], dict(mu=1e308), "--signal 1e+308 sits", "above the largest noise logit"),
+    (["--signal", "720"], dict(mu=720.0), "--signal 720 sits", "softmax's SNR is infinite"),
+    (["--signal=-inf"], dict(mu=-math.inf), "--signal (the signal logit μ) must be a finite number", "(got -inf)"),
+    (["--signal", "inf"], dict(mu=math.inf), "--signal (the signal logit μ) must be a finite number", "(got inf)"),
+    (["--signal", "nan"], dict(mu=math.nan), "--signal (the signal logit μ) must be a finite number", "(got nan)"),
+    (["--noise", "inf"], dict(noise_std=math.inf), "--noise (the noise std τ) must be a finite number >= 0",
+     "(got inf)"),
+    (["--noise", "nan"], dict(noise_std=math.nan), "--noise (the noise std τ) must be a finite number >= 0",
+     "(got nan)"),
+    (["--rho", "nan"], dict(rho=math.nan), "--rho (the noise correlation ρ) must be in [-1, 1]", "(got nan)"),
+    (["--lam=-inf"], dict(lam=-math.inf), "--lam (λ) must be a finite number", "(got -inf)"),
+]
+
+
+@pytest.mark.parametrize("args, kwargs, start, fragment", SNR_EDGE_CASES, ids=[" ".join(a) for a, *_ in SNR_EDGE_CASES])
+def test_snr_rejects_settings_float64_cannot_resolve_naming_the_flag(args, kwargs, start, fragment):
+    from diffattn.experiments.lesson03_snr import try_setting
+
+    message = assert_one_line_error(diffattn("snr", "--n", "64", "--trials", "2", *args), fragment)
+    assert message.startswith(start), message
+    with pytest.raises(ValueError) as info:  # the library raises ConfigError (a ValueError) with the same text
+        try_setting(**{"n": 64, "trials": 2, **kwargs})
+    assert str(info.value) == message
+
+
+def test_snr_near_the_float64_edge_still_reports_finite_numbers():
+    """Large but resolvable settings are legal: tiny SNRs and huge (negative) ratios are reported as they are."""
+    run = diffattn("snr", "--n", "64", "--trials", "2", "--noise", "100", "--json")
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert 0 < result["softmax"]["snr_median"] < 1e-50 and math.isfinite(result["snr_ratio_median"])
+
+
+def test_snr_help_names_every_option_and_its_default():
+    from diffattn.cli import build_parser
+
+    run = diffattn("snr", "--help")
+    assert run.returncode == 0 and run.stderr == ""
+    text = " ".join(run.stdout.split())  # argparse wraps lines
+    for default in ("(default: 1024)", "(default: 8.0)", "(default: 1.5)", "(default: 0.9)", "(default: 0.8)",
+                    "(default: v1)", "(default: 16)"):
+        assert default in text, default
+    assert "τ, the noise std" in text and "σ = sigmoid" in text  # σ means the sigmoid only; the noise std is τ
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")
+    for action in subparsers.choices["snr"]._actions:
+        assert action.help, f"snr option {action.option_strings} has no help text"
 
 
 def test_snr_v1_accepts_any_finite_lambda_and_reports_both_methods():

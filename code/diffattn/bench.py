@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from diffattn.nn import functional as F
-from diffattn.nn.kernels import attention, split_value_attention
+from diffattn.nn.kernels import attention, split_value_attention, value_slices
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,17 @@ def time_alternating(a: Callable[[], object], b: Callable[[], object], iters: in
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], Tensor], float]]:
-    """name -> (forward closure over fresh leaf tensors, forward FLOPs of the maps it computes).
+def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], Tensor], float, float]]:
+    """name -> (forward closure over fresh leaf tensors, useful forward FLOPs, FLOPs the kernels actually execute).
 
     baseline      h_base heads of (d, d)                       standard attention
     baseline_2h   2·h_base query heads, same KV heads          the "same query width" Transformer V2 is matched to
     diff_v1       h_base/2 heads, two calls with v of 2d       multihead_flashdiff_1 (needs d_v ≠ d support)
     diff_v1_4call h_base/2 heads, v split into d-wide halves   multihead_flashdiff_2 (equal-dims kernels)
     diff_v2       2·h_base query heads, one GQA call + λ mix   multihead_flashdiffv2
+
+    Useful FLOPs count each map's q kᵀ once. Executed FLOPs count q kᵀ once per value slice: where the backend splits
+    V1's 2d-wide values (flash-attn, SDPA on CPU) "diff_v1" runs four d-wide calls per pair, like "diff_v1_4call".
     """
     g = torch.Generator(device="cpu").manual_seed(0)
 
@@ -86,8 +89,8 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
     b, n, h, d, h_kv = s.batch, s.seq, s.heads, s.head_dim, s.kv_heads
     causal_pairs = n * (n + 1) / 2  # (query, key) pairs a causal map scores
 
-    def flops(maps: int, d_v: int) -> float:
-        return 2.0 * b * maps * causal_pairs * (d + d_v)
+    def flops(maps: int, d_v: int, slices: int = 1) -> float:  # q kᵀ: 2·d per pair and slice; P·V: 2·d_v per pair
+        return 2.0 * b * maps * causal_pairs * (d * slices + d_v)
 
     q, k, v = leaf(b, n, h, d), leaf(b, n, h_kv, d), leaf(b, n, h_kv, d)
     q2h = leaf(b, n, 2 * h, d)
@@ -96,28 +99,32 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
     v1_k1, v1_k2 = leaf(b, n, max(h_kv // 2, 1), d), leaf(b, n, max(h_kv // 2, 1), d)
     v1_v = leaf(b, n, max(h_kv // 2, 1), 2 * d)
     lam_v1 = torch.tensor(0.8, device=device, dtype=dtype)
+    v1_slices = value_slices(v1_q1, v1_k1, v1_v)
 
     def v1(path: Callable[..., Tensor]) -> Callable[[], Tensor]:
         return lambda: path(v1_q1, v1_k1, v1_v) - lam_v1 * path(v1_q2, v1_k2, v1_v)
 
     return {
-        "baseline": (lambda: attention(q, k, v), flops(h, d)),
-        "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d)),
-        "diff_v1": (v1(attention), flops(h, 2 * d)),
-        "diff_v1_4call": (v1(split_value_attention), flops(2 * h, d)),
-        "diff_v2": (lambda: F.diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d)),
+        "baseline": (lambda: attention(q, k, v), flops(h, d), flops(h, d)),
+        "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d), flops(2 * h, d)),
+        "diff_v1": (v1(attention), flops(h, 2 * d), flops(h, 2 * d, v1_slices)),
+        "diff_v1_4call": (v1(split_value_attention), flops(h, 2 * d), flops(h, 2 * d, 2)),
+        "diff_v2": (lambda: F.diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d)),
     }
 
 
 def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: torch.dtype, iters: int) -> list[dict]:
+    """Times per op; TFLOP/s from useful FLOPs (what the math needs) and from executed FLOPs (what the kernels do)."""
     rows = []
     for s in shapes:
-        for name, (forward, fwd_flops) in attention_ops(s, device, dtype).items():
+        for name, (forward, useful, executed) in attention_ops(s, device, dtype).items():
             fwd = time_call(lambda: forward(), device, iters=iters)
             both = time_call(lambda: forward().sum().backward(), device, iters=iters)
             rows.append({
                 "shape": vars(s), "op": name, "fwd_ms": fwd * 1e3, "fwd_bwd_ms": both * 1e3,
-                "fwd_tflops": fwd_flops / fwd / 1e12, "fwd_bwd_tflops": 3.5 * fwd_flops / both / 1e12,
+                "useful_gflop": useful / 1e9, "executed_gflop": executed / 1e9,
+                "fwd_tflops": useful / fwd / 1e12, "fwd_bwd_tflops": 3.5 * useful / both / 1e12,
+                "fwd_executed_tflops": executed / fwd / 1e12,
             })
     return rows
 
@@ -205,12 +212,14 @@ def format_report(info: dict) -> str:
     if "calibration" in info:
         c = info["calibration"]
         lines.append(f"calibration: copy {c['copy_GBps']:.0f} GB/s · bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
-    lines.append(f"{'shape (B,S,h,d,h_kv)':<24}{'op':<15}{'fwd ms':>9}{'fwd+bwd ms':>12}{'fwd TF/s':>10}{'f+b TF/s':>10}")
+    lines.append("TF/s count useful FLOPs; 'exec' counts what the kernels run (q kᵀ again for each value slice)")
+    lines.append(f"{'shape (B,S,h,d,h_kv)':<24}{'op':<15}{'fwd ms':>9}{'fwd+bwd ms':>12}{'fwd TF/s':>10}{'f+b TF/s':>10}"
+                 f"{'exec TF/s':>10}")
     for r in info["attention_ops"]:
         s = r["shape"]
         shape = f"{s['batch']},{s['seq']},{s['heads']},{s['head_dim']},{s['kv_heads']}"
         lines.append(f"{shape:<24}{r['op']:<15}{r['fwd_ms']:>9.2f}{r['fwd_bwd_ms']:>12.2f}"
-                     f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}")
+                     f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}{r['fwd_executed_tflops']:>10.3f}")
     for r in info.get("vs_hf_diffllama", []):
         if "skipped" in r:
             lines.append(f"vs HF DiffLlama: skipped ({r['skipped']})")

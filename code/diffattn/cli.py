@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import shlex
 import sys
 import time
@@ -17,6 +18,7 @@ from typing import Sequence
 
 from diffattn import experiments
 from diffattn.errors import ConfigError
+from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
 
@@ -45,23 +47,32 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--hidden", type=int, required=True, help="d_model")
     acc.add_argument("--heads", type=int, required=True, help="baseline query heads h_base")
     acc.add_argument("--head-dim", type=int, required=True, help="d, the query/key head width")
-    acc.add_argument("--layers", type=int, required=True)
+    acc.add_argument("--layers", type=int, required=True, help="number of transformer layers L")
     acc.add_argument("--kv-heads", type=int, default=None, help="baseline KV heads (default: = heads, i.e. MHA)")
     acc.add_argument("--ffn", type=int, default=None, help="SwiGLU hidden width (default: 8/3·hidden rounded up to a multiple of 256, as LLaMA)")
     acc.add_argument("--vocab", type=int, default=None, help="vocabulary size for whole-model counts (default: none)")
     acc.add_argument("--context", type=int, default=131072, help="context length for KV-cache and FLOP columns")
     acc.add_argument("--bytes", type=int, default=2, help="bytes per cached value (2 = bf16)")
-    acc.add_argument("--json", action="store_true")
+    acc.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
 
-    snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)")
-    snr.add_argument("--n", type=int, default=1024, help="context length N (>= 2)")
-    snr.add_argument("--signal", type=float, default=8.0, help="μ, the signal's logit above the noise mean")
-    snr.add_argument("--noise", type=float, default=1.5, help="σ, the spread of the irrelevant logits (>= 0)")
-    snr.add_argument("--rho", type=float, default=0.9, help="correlation of the two maps' noise, in [-1, 1]")
-    snr.add_argument("--lam", type=float, default=0.8, help="λ (V1: any finite number; V2: σ(λ), strictly in (0, 1))")
-    snr.add_argument("--variant", choices=["v1", "v2"], default="v1")
-    snr.add_argument("--trials", type=int, default=16)
-    snr.add_argument("--json", action="store_true")
+    snr = sub.add_parser("snr", help="softmax vs DIFF on lesson 03's model at a setting of your choice (stdlib)",
+                         description="Softmax vs DIFF on lesson 03's synthetic row: one signal token, N − 1 noise "
+                                     "tokens, medians over seeded trials.")
+    snr.add_argument("--n", type=int, default=1024, help="context length N, >= 2 (default: %(default)s)")
+    snr.add_argument("--signal", type=float, default=8.0,
+                     help="μ, the signal's logit above the noise mean; finite, and within about 700 of the noise "
+                          "logits so that float64 softmax resolves it (default: %(default)s)")
+    snr.add_argument("--noise", type=float, default=1.5,
+                     help="τ, the noise std: spread of the irrelevant logits, finite and >= 0 (default: %(default)s)")
+    snr.add_argument("--rho", type=float, default=0.9,
+                     help="ρ, correlation of the two maps' noise, in [-1, 1] (default: %(default)s)")
+    snr.add_argument("--lam", type=float, default=0.8,
+                     help="V1: λ, any finite number; V2: the coefficient σ(λ_t) (σ = sigmoid), strictly in (0, 1) "
+                          "(default: %(default)s)")
+    snr.add_argument("--variant", choices=["v1", "v2"], default="v1",
+                     help="v1: W = A1 − λ·A2; v2: W = A1 − σ(λ_t)·A2 (default: %(default)s)")
+    snr.add_argument("--trials", type=int, default=16, help="seeded trials, >= 1 (default: %(default)s)")
+    snr.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
 
     lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md and README.md")
     lessons.add_argument("action", choices=["check", "sync"])
@@ -102,10 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # inside the try: a reader that already left must not fail the flush at exit
+        return status
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except BrokenPipeError:  # `... --json | head -1`: the reader left; not an error of ours, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no second error at exit
+        return 0
 
 
 def cmd_lesson(args: argparse.Namespace) -> int:
@@ -116,8 +132,11 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    wanted = [experiments.normalise(n) for n in args.lessons.split(",") if n.strip()]
+    wanted = [experiments.normalise(n.strip()) for n in args.lessons.split(",") if n.strip()]
+    if not wanted:
+        raise ConfigError(f"--lessons needs at least one lesson number, e.g. 01,02 (got {args.lessons!r})")
     figures_dir = outputs_dir() / "figures"
+    saved = load_numbers()
     summary = []
     for number in wanted:
         missing = experiments.missing_requirements(number)
@@ -127,22 +146,24 @@ def cmd_course(args: argparse.Namespace) -> int:
         module = experiments.load(number)
         print(f"lesson {number}: {module.TITLE}", file=sys.stderr)
         started = time.perf_counter()
-        results = module.run(progress=True)
+        results = keep_saved_if_agreeing(module.run(progress=True), saved.get(number), experiments.number_kinds(number))
         save_lesson_numbers(number, results)  # saved before figures: a plotting failure loses no numbers
         made = [] if args.no_figures else _figures(module, results, figures_dir)
         summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
     print("course summary (outputs/numbers.json, outputs/figures/):")
     print("\n".join(summary))
-    print(_device_note())
-    stale = _lesson_mismatches()
+    print(_device_note(wanted))
+    stale = _lesson_mismatches(wanted)
     if stale:
         print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
         print("\n".join(f"  {m}" for m in stale[:10]))
     return 0
 
 
-def _device_note() -> str:
+def _device_note(lessons: Sequence[str]) -> str:
     """Lesson numbers are computed on CPU so that they are the same everywhere; a GPU gets its own run."""
+    if not any(experiments.REQUIRES.get(n) for n in lessons):
+        return "stdlib lessons only: no third-party package was needed."
     try:
         import torch
     except ImportError:
@@ -205,14 +226,16 @@ def quoting_files() -> list[Path]:
     return sorted(lessons_dir().glob("*.md")) + ([readme] if readme.exists() else [])
 
 
-def _lesson_mismatches() -> list:
+def _lesson_mismatches(lessons: Sequence[str] | None = None) -> list:
+    """Quoted numbers that disagree with outputs/; with `lessons`, only in those lessons' files."""
     from diffattn.lessontext import check_text
 
     numbers = load_numbers()
     problems = []
-    for path in quoting_files():
+    files = quoting_files() if lessons is None else [p for p in quoting_files() if p.name[:2] in lessons]
+    for path in files:
         try:
-            problems += check_text(path, path.read_text(), numbers, render_output)
+            problems += check_text(path, path.read_text(), numbers, render_output, experiments.number_kinds)
         except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
             print(f"skipped {path.name}: {exc}", file=sys.stderr)
     return problems
@@ -230,7 +253,7 @@ def cmd_lessons(args: argparse.Namespace) -> int:
     numbers = load_numbers()
     for path in quoting_files():
         source = path.read_text()
-        updated = sync_text(source, numbers, render_output)
+        updated = sync_text(source, numbers, render_output, experiments.number_kinds)
         if updated != source:
             path.write_text(updated)
             print(f"updated {path}")

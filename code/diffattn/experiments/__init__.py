@@ -4,6 +4,8 @@
     run(progress: bool = True) -> dict          computes every number the lesson quotes (JSON-serialisable)
     report(results: dict) -> str                the text `python -m diffattn lesson NN` prints, from results alone
     figures(results: dict, outdir: Path) -> list[Path]   PNGs for the lesson (needs matplotlib)
+    NUMBER_KINDS: dict (optional)               how far each result may move on another CPU (diffattn.numberkinds);
+                                                results it does not name are Exact
 
 `report` depends only on `results`, so lessons can quote it verbatim and tests can rebuild it from numbers.json.
 REQUIRES lists the third-party packages a lesson needs, so a missing one is reported before anything is imported.
@@ -47,6 +49,11 @@ def _installed(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except ImportError:  # an import hook that refuses the package counts as "not installed"
         return False
+
+
+def number_kinds(number: str) -> dict:
+    """Lesson `number`'s NUMBER_KINDS (ConfigError when the lesson cannot be loaded here, e.g. no torch)."""
+    return getattr(load(number), "NUMBER_KINDS", {})
 
 
 def load(number: str) -> ModuleType:

@@ -3,7 +3,7 @@
 The noise-floor model: one relevant token whose logit leads by a margin m, and N − 1 irrelevant tokens.
 
     equal irrelevant logits (0):   w_j = 1 / (N − 1 + e^m)   for each of them,   mass = (N − 1) / (N − 1 + e^m)
-    irrelevant logits ~ N(0, σ²):  E[e^x] = e^{σ²/2}, so for large N   mass ≈ (N − 1) / (N − 1 + e^{m − σ²/2})
+    irrelevant logits ~ N(0, τ²):  E[e^x] = e^{τ²/2}, so for large N   mass ≈ (N − 1) / (N − 1 + e^{m − τ²/2})
 
 Every number is measured with diffattn.pure.softmax on whole rows of up to 131,072 logits; the closed forms are what
 the measurements are checked against (tests/test_01_softmax.py).
@@ -108,7 +108,7 @@ def _show(logits: Sequence[float]) -> str:
 
 
 def _noise_floor(progress: bool) -> dict[str, Any]:
-    """Irrelevant mass at every N and margin: equal irrelevant logits, and N(0, σ²) irrelevant logits (seeded)."""
+    """Irrelevant mass at every N and margin: equal irrelevant logits, and N(0, τ²) irrelevant logits (seeded)."""
     rng = random.Random(SEED)
     mass: dict[str, dict[str, float]] = {f"m{m:g}": {} for m in MARGINS}
     noisy: dict[str, float] = {}
@@ -214,7 +214,7 @@ def report(results: dict[str, Any]) -> str:
         "",
         "3. Irrelevant mass: one relevant token m logits ahead of N − 1 irrelevant tokens (logit 0)",
         f"   {'N':>7}  {'w_j (m=' + f'{m_noisy:g})':>10}" + "".join(f"{'m=' + k[1:]:>9}" for k in margins)
-        + f"   noisy σ={sigma:g}, m={m_noisy:g} (mean-field)",
+        + f"   noisy τ={sigma:g}, m={m_noisy:g} (mean-field)",
     ]
     for n in REPORT_SIZES:
         key = str(n)

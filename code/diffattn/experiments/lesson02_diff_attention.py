@@ -137,6 +137,8 @@ def run(progress: bool = True) -> dict[str, Any]:
             "depths": list(DEPTHS),
             "zero_based": [lambda_init(depth) for depth in DEPTHS],
             "one_based_l_in_code_formula": [lambda_init(depth + 1) for depth in DEPTHS],
+            # the paper's 1-based formula fed a 0-based index: exp(−0.3·(depth − 1)) = exp(+0.3) at the first layer
+            "zero_based_l_in_paper_formula": [0.8 - 0.6 * math.exp(-0.3 * (depth - 1)) for depth in DEPTHS],
         },
     }
 
@@ -189,6 +191,8 @@ def report(results: dict[str, Any]) -> str:
         "   depth           " + "".join(f"{d:>7}" for d in lam_init["depths"]),
         "   λ_init          " + "".join(f"{x:>7.4f}" for x in lam_init["zero_based"]),
         "   1-based l used  " + "".join(f"{x:>7.4f}" for x in lam_init["one_based_l_in_code_formula"]),
+        "   0-based l in the paper's exp(−0.3·(l − 1))",
+        "                   " + "".join(f"{x:>7.4f}" for x in lam_init["zero_based_l_in_paper_formula"]),
     ]
     return "\n".join(lines)
 

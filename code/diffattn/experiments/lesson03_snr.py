@@ -1,17 +1,21 @@
 """Lesson 03: when does subtracting a second softmax map lift the signal out of the noise floor, and by how much?
 
 The model (diffattn.pure.snr.signal_logits and noise_logits): one query, N keys, the signal at position s = 0
-(nothing here depends on position, so any s gives the same statistics).
+(nothing here depends on position, so any s gives the same statistics). τ is the noise std (σ is kept for the
+sigmoid of DIFF V2's coefficient σ(λ_t)).
 
-    map 1:  z1_s = μ,  z1_j = σ·ε1_j  (j ≠ s)                      ε1, η ~ N(0, 1) i.i.d.
-    map 2:  z2_j = σ·(ρ·ε1_j + √(1−ρ²)·η_j)  (every j)             ρ = correlation of the two maps' noise
+    map 1:  z1_s = μ,  z1_j = τ·ε1_j  (j ≠ s)                      ε1, η ~ N(0, 1) i.i.d.
+    map 2:  z2_j = τ·(ρ·ε1_j + √(1−ρ²)·η_j)  (every j)             ρ = correlation of the two maps' noise
     softmax: w = softmax(z1)          DIFF: w = softmax(z1) − λ·softmax(z2)
 
-Four experiments at one setting (μ = 8, σ = 1.5), all seeded, with common random numbers (every condition of a trial
+Four experiments at one setting (μ = 8, τ = 1.5), all seeded, with common random numbers (every condition of a trial
 reuses the same ε1, η and values, so differences between conditions are not sampling noise): the headline at
-N = 1024, a noise sweep over σ, a context sweep N = 1k … 128k and a λ sweep 0 … 1. An SNR is a ratio, so a set of
+N = 1024, a noise sweep over τ, a context sweep N = 1k … 128k and a λ sweep 0 … 1. Then two checks of how far that
+one setting generalises: a grid over (μ, τ) with independent noise (ρ = 0), which includes the public toy's own
+setting (μ = 4, τ = 0.5, its λ grid), and the ρ = 1 best-λ gain under other seeds. An SNR is a ratio, so a set of
 trials is summarised by its geometric mean (exp of the mean ln SNR) with a ×/÷ standard-error factor; shares and
-cosines by the arithmetic mean ± standard error.
+cosines by the arithmetic mean ± standard error; the (μ, τ) grid, where a DIFF row can put a negative weight on the
+signal, by the median of the trial-by-trial ratios.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ TITLE = "Noise-floor SNR experiments: softmax vs DIFF"
 SEED = 3
 SIGNAL = 0
 N = 1024
-MU, SIGMA = 8.0, 1.5  # (N − 1)·e^{σ²/2 − μ} ≈ 1 at N = 1024: the floor's expected mass equals the signal's
+MU, NOISE_STD = 8.0, 1.5  # (N − 1)·e^{τ²/2 − μ} ≈ 1 at N = 1024: the floor's expected mass equals the signal's
 RHOS = (0.0, 0.5, 0.9, 0.99, 1.0)
 LAMBDA = 0.8  # V1's λ_init deep in the stack: 0.8 − 0.6·e^{−0.3·depth} → 0.8
 LAMBDAS = [round(0.05 * i, 2) for i in range(21)]
@@ -52,12 +56,27 @@ TRIALS = 64
 VALUE_DIM = 8  # d_v of the output measure; its cosine concentrates at w_s/‖w‖₂ already for small d_v
 USABLE = 0.5  # usable = the signal holds at least half of the attention magnitude
 
-NOISE_LEVELS = [0.125 * i for i in range(33)]  # σ = 0 … 4
+NOISE_LEVELS = [0.125 * i for i in range(33)]  # τ = 0 … 4
 NOISE_TRIALS = 16
 
 CONTEXTS = [1024 * 2**k for k in range(8)]  # 1,024 … 131,072
 CONTEXT_RHOS = (0.0, 0.9, 1.0)
 CONTEXT_TOKENS = 32768  # trials × N per context length, down to 2 trials
+
+# Part 5, the setting: DIFF/softmax at λ = 0.8 with independent noise (ρ = 0) over a grid of signal logits μ and noise
+# stds τ, on the headline's first GRID_TRIALS trials. The τ grid and the point (μ, τ) = (4, 0.5) with its λ grid are
+# the public toy's own (rohitg00/ai-engineering-from-scratch @ 6b10711e,
+# phases/10-llms-from-scratch/16-differential-attention-v2/code/main.py: signal_logit 4.0, noise_std 0.5,
+# an independent second map, λ ∈ {0, .3, .6, .8, 1}, noise sweep noise_std ∈ {0.25, 0.5, 1, 1.5, 2} at λ = 0.8).
+GRID_MUS = (4.0, 6.0, 8.0)
+GRID_NOISE_STDS = (0.25, 0.5, 1.0, 1.5, 2.0)
+GRID_RHO = 0.0
+GRID_TRIALS = TRIALS
+TOY_MU, TOY_NOISE_STD = 4.0, 0.5
+TOY_LAMBDAS = (0.0, 0.3, 0.6, 0.8, 1.0)
+
+# Part 6, the ρ = 1 best-λ gain under other seeds: the same trial count, the same grid λ, seeds 0 … 9 except SEED
+OTHER_SEEDS = tuple(seed for seed in range(10) if seed != SEED)
 
 
 def rho_key(rho: float) -> str:
@@ -70,9 +89,9 @@ def context_trials(n: int) -> int:
     return max(2, CONTEXT_TOKENS // n)
 
 
-def draws(trial: int, n: int) -> tuple[list[float], list[float]]:
+def draws(trial: int, n: int, seed: int = SEED) -> tuple[list[float], list[float]]:
     """Trial `trial`'s ε1 and η, length n. Seeded per trial, so a shorter row is a prefix of a longer one."""
-    rng = random.Random(SEED * 1_000_003 + trial)
+    rng = random.Random(seed * 1_000_003 + trial)
     return [rng.gauss(0.0, 1.0) for _ in range(n)], [rng.gauss(0.0, 1.0) for _ in range(n)]
 
 
@@ -93,6 +112,10 @@ def _mean_se(xs: Sequence[float]) -> tuple[float, float]:
 def arithmetic(xs: Sequence[float]) -> dict[str, float]:
     mean, se = _mean_se(xs)
     return {"mean": mean, "se": se}
+
+
+def spread(xs: Sequence[float]) -> dict[str, float]:
+    return {"min": min(xs), "max": max(xs)}
 
 
 def geometric(xs: Sequence[float]) -> dict[str, float]:
@@ -124,7 +147,7 @@ def lambda_experiment(progress: bool) -> dict[str, Any]:
         for t in range(TRIALS):
             eps1, eta = draws(t, N)
             for rho in RHOS:
-                z1, z2 = signal_logits(eps1, SIGNAL, MU, SIGMA), noise_logits(eps1, eta, SIGMA, rho)
+                z1, z2 = signal_logits(eps1, SIGNAL, MU, NOISE_STD), noise_logits(eps1, eta, NOISE_STD, rho)
                 for column, snr in zip(snrs[rho_key(rho)], lambda_sweep(z1, z2, SIGNAL, LAMBDAS)):
                     column.append(snr)
                 if rho == 1.0:
@@ -136,7 +159,7 @@ def lambda_experiment(progress: bool) -> dict[str, Any]:
         "snr": curves,
         "best": {key: best_lambda(LAMBDAS, curve) for key, curve in curves.items()},
         "best_over_softmax": {key: max(curve) / curve[0] for key, curve in curves.items()},  # λ = 0 is softmax
-        "rho100_optimum": arithmetic(optimum),
+        "rho100_optimum": {**arithmetic(optimum), **spread(optimum)},
     }
 
 
@@ -150,11 +173,11 @@ def headline(best: dict[str, float], progress: bool) -> dict[str, Any]:
         for t in range(TRIALS):
             eps1, eta = draws(t, N)
             values = value_vectors(t, N)
-            a1 = softmax(signal_logits(eps1, SIGNAL, MU, SIGMA))
+            a1 = softmax(signal_logits(eps1, SIGNAL, MU, NOISE_STD))
             base = measures(a1, values)
             soft.append(base)
             for rho in RHOS:
-                a2 = softmax(noise_logits(eps1, eta, SIGMA, rho))
+                a2 = softmax(noise_logits(eps1, eta, NOISE_STD, rho))
                 for which, lam in lambdas[rho_key(rho)].items():
                     row = measures(subtract_maps(a1, a2, lam), values)
                     diff[rho_key(rho)][which].append(row)
@@ -162,7 +185,8 @@ def headline(best: dict[str, float], progress: bool) -> dict[str, Any]:
             bar.advance()
     summary = {
         key: {
-            which: {"lambda": lambdas[key][which], **summarise(rows), "ratio": geometric(ratios[key][which])}
+            which: {"lambda": lambdas[key][which], **summarise(rows),
+                    "ratio": {**geometric(ratios[key][which]), **spread(ratios[key][which])}}
             for which, rows in by_lambda.items()
         }
         for key, by_lambda in diff.items()
@@ -178,17 +202,17 @@ def as_measure(levels: Sequence[float], curve: Sequence[float]) -> Callable[[flo
 
 
 def noise_sweep(progress: bool) -> dict[str, Any]:
-    """Signal share vs σ at N = 1024: softmax, and DIFF (λ = 0.8) per ρ; the σ where each falls below 1/2."""
+    """Signal share vs τ at N = 1024: softmax, and DIFF (λ = 0.8) per ρ; the τ where each falls below 1/2."""
     names = ["softmax"] + [rho_key(r) for r in RHOS]
     shares = {name: [[] for _ in NOISE_LEVELS] for name in names}
-    with Progress(NOISE_TRIALS, "noise sweep, σ = 0 … 4", enabled=progress) as bar:
+    with Progress(NOISE_TRIALS, "noise sweep, τ = 0 … 4", enabled=progress) as bar:
         for t in range(NOISE_TRIALS):
             eps1, eta = draws(t, N)
-            for i, sigma in enumerate(NOISE_LEVELS):
-                a1 = softmax(signal_logits(eps1, SIGNAL, MU, sigma))
+            for i, tau in enumerate(NOISE_LEVELS):
+                a1 = softmax(signal_logits(eps1, SIGNAL, MU, tau))
                 shares["softmax"][i].append(signal_share(a1, SIGNAL))
                 for rho in RHOS:
-                    diff = subtract_maps(a1, softmax(noise_logits(eps1, eta, sigma, rho)), LAMBDA)
+                    diff = subtract_maps(a1, softmax(noise_logits(eps1, eta, tau, rho)), LAMBDA)
                     shares[rho_key(rho)][i].append(signal_share(diff, SIGNAL))
             bar.advance()
     curves = {name: [arithmetic(column)["mean"] for column in columns] for name, columns in shares.items()}
@@ -197,13 +221,13 @@ def noise_sweep(progress: bool) -> dict[str, Any]:
         above = [s for s, d, b in zip(NOISE_LEVELS, curves[key], curves["softmax"]) if d > b]
         wins[key] = [above[0], above[-1]] if above else None
     return {
-        "sigmas": NOISE_LEVELS,
+        "noise_stds": NOISE_LEVELS,
         "share": curves,
         "crossover": {
             name: noise_crossover(NOISE_LEVELS, as_measure(NOISE_LEVELS, curve), USABLE)
             for name, curve in curves.items()
         },
-        "diff_above_softmax": wins,  # [first σ, last σ] of the grid where DIFF's share beats softmax's
+        "diff_above_softmax": wins,  # [first τ, last τ] of the grid where DIFF's share beats softmax's
     }
 
 
@@ -219,11 +243,11 @@ def context_sweep(progress: bool) -> dict[str, Any]:
             sizes = [n for n in CONTEXTS if t < context_trials(n)]
             eps1, eta = draws(t, sizes[-1])  # one draw per trial; each N uses its prefix (common random numbers)
             for n in sizes:
-                a1 = softmax(signal_logits(eps1[:n], SIGNAL, MU, SIGMA))
+                a1 = softmax(signal_logits(eps1[:n], SIGNAL, MU, NOISE_STD))
                 base = measures(a1)
                 rows["softmax"][n].append(base)
                 for rho in CONTEXT_RHOS:
-                    a2 = softmax(noise_logits(eps1[:n], eta[:n], SIGMA, rho))
+                    a2 = softmax(noise_logits(eps1[:n], eta[:n], NOISE_STD, rho))
                     row = measures(subtract_maps(a1, a2, LAMBDA))
                     rows[rho_key(rho)][n].append(row)
                     ratios[rho_key(rho)][n].append(row["snr"] / base["snr"])
@@ -246,20 +270,103 @@ def context_sweep(progress: bool) -> dict[str, Any]:
     }
 
 
+def mu_key(mu: float) -> str:
+    """4.0 -> 'mu4' (the grid's μ are whole numbers; a key cannot contain a dot)."""
+    require(mu == int(mu), f"grid μ must be whole numbers (got {mu})")
+    return f"mu{int(mu)}"
+
+
+def setting_grid(progress: bool) -> dict[str, Any]:
+    """DIFF (λ = 0.8) over softmax with independent noise (ρ = 0) for each (μ, τ) of the grid, at N = 1024.
+
+    Per cell: the median of the trial-by-trial SNR ratios (at large τ a DIFF row can put a negative weight on the
+    signal, which a geometric mean cannot take), how many trials do that, and the floor's share of map 1, 1 − a1_s:
+    the part of map 1 that a subtraction could remove. The public toy's point (μ, τ) = (4, 0.5) also gets its λ grid.
+    """
+    keys = [mu_key(mu) for mu in GRID_MUS]
+    ratio = {key: [[] for _ in GRID_NOISE_STDS] for key in keys}
+    soft = {key: [[] for _ in GRID_NOISE_STDS] for key in keys}
+    diff = {key: [[] for _ in GRID_NOISE_STDS] for key in keys}
+    floor = {key: [[] for _ in GRID_NOISE_STDS] for key in keys}
+    toy: list[list[float]] = [[] for _ in TOY_LAMBDAS]
+    with Progress(GRID_TRIALS, "(μ, τ) grid, ρ = 0", enabled=progress) as bar:
+        for t in range(GRID_TRIALS):
+            eps1, eta = draws(t, N)
+            for i, tau in enumerate(GRID_NOISE_STDS):
+                a2 = softmax(noise_logits(eps1, eta, tau, GRID_RHO))  # map 2 does not depend on μ
+                for mu, key in zip(GRID_MUS, keys):
+                    a1 = softmax(signal_logits(eps1, SIGNAL, mu, tau))
+                    base = signal_to_noise(a1, SIGNAL)
+                    snr = signal_to_noise(subtract_maps(a1, a2, LAMBDA), SIGNAL)
+                    soft[key][i].append(base)
+                    diff[key][i].append(snr)
+                    ratio[key][i].append(snr / base)
+                    floor[key][i].append(1.0 - a1[SIGNAL])
+                    if (mu, tau) == (TOY_MU, TOY_NOISE_STD):
+                        for column, lam in zip(toy, TOY_LAMBDAS):
+                            column.append(signal_to_noise(subtract_maps(a1, a2, lam), SIGNAL))
+            bar.advance()
+
+    def medians(table: dict[str, list[list[float]]]) -> dict[str, list[float]]:
+        return {key: [statistics.median(column) for column in columns] for key, columns in table.items()}
+
+    toy_ratio = [statistics.median(x / s for x, s in zip(column, toy[0])) for column in toy]  # λ = 0 is softmax
+    return {
+        "mus": list(GRID_MUS), "noise_stds": list(GRID_NOISE_STDS), "rho": GRID_RHO, "lambda": LAMBDA,
+        "trials": GRID_TRIALS,
+        "ratio": medians(ratio),
+        "negative_signal": {key: [sum(r < 0 for r in column) for column in columns] for key, columns in ratio.items()},
+        "floor_share": {key: [arithmetic(column)["mean"] for column in columns] for key, columns in floor.items()},
+        "softmax_snr": medians(soft),
+        "diff_snr": medians(diff),
+        "toy": {"mu": TOY_MU, "noise_std": TOY_NOISE_STD, "lambdas": list(TOY_LAMBDAS),
+                "snr": [statistics.median(column) for column in toy], "ratio": toy_ratio,
+                "best_lambda": best_lambda(list(TOY_LAMBDAS), toy_ratio)},
+    }
+
+
+def first_draws(trial: int, n: int, seed: int) -> list[float]:
+    """draws(trial, n, seed)[0] (the same generator's first n draws) without drawing η."""
+    rng = random.Random(seed * 1_000_003 + trial)
+    return [rng.gauss(0.0, 1.0) for _ in range(n)]
+
+
+def other_seeds(lam: float, progress: bool) -> dict[str, Any]:
+    """The headline's ρ = 1 DIFF/softmax ratio at one grid λ, recomputed from the draws of other seeds.
+
+    At ρ = 1 map 2's logits are τ·ε1, so η is never needed (noise_logits multiplies it by √(1 − ρ²) = 0).
+    """
+    ratios = []
+    with Progress(len(OTHER_SEEDS) * TRIALS, "ρ = 1 at the best λ, other seeds", enabled=progress) as bar:
+        for seed in OTHER_SEEDS:
+            per_trial = []
+            for t in range(TRIALS):
+                eps1 = first_draws(t, N, seed)
+                a1 = softmax(signal_logits(eps1, SIGNAL, MU, NOISE_STD))
+                a2 = softmax(noise_logits(eps1, eps1, NOISE_STD, 1.0))
+                diff = signal_to_noise(subtract_maps(a1, a2, lam), SIGNAL)
+                per_trial.append(diff / signal_to_noise(a1, SIGNAL))
+                bar.advance()
+            ratios.append(geometric(per_trial)["gmean"])
+    return {"seeds": list(OTHER_SEEDS), "lambda": lam, "trials": TRIALS, "ratio": ratios, **spread(ratios)}
+
+
 def run(progress: bool = True) -> dict[str, Any]:
     lam = lambda_experiment(progress)
     return {
         "setup": {
-            "n": N, "mu": MU, "sigma": SIGMA, "rhos": list(RHOS), "lambda": LAMBDA, "trials": TRIALS,
+            "n": N, "mu": MU, "noise_std": NOISE_STD, "rhos": list(RHOS), "lambda": LAMBDA, "trials": TRIALS,
             "noise_trials": NOISE_TRIALS, "value_dim": VALUE_DIM, "usable": USABLE, "seed": SEED,
-            "floor_over_signal": (N - 1) * math.exp(SIGMA**2 / 2 - MU),  # mean-field Σ_{j≠s} e^{z_j} / e^{μ}
-            "softmax_snr_theory": math.exp(MU - SIGMA**2 / 2),  # e^μ / E[e^{σε}]
+            "floor_over_signal": (N - 1) * math.exp(NOISE_STD**2 / 2 - MU),  # mean-field Σ_{j≠s} e^{z_j} / e^{μ}
+            "softmax_snr_theory": math.exp(MU - NOISE_STD**2 / 2),  # e^μ / E[e^{τε}]
             "ratio_limit": 1.0 / (1.0 - LAMBDA),
         },
         "headline": headline(lam["best"], progress),
         "noise": noise_sweep(progress),
         "context": context_sweep(progress),
         "lambda": lam,
+        "setting": setting_grid(progress),
+        "seeds": other_seeds(lam["best"]["rho100"], progress),
     }
 
 
@@ -268,40 +375,74 @@ def _label(key: str) -> str:
     return key if key == "softmax" else f"ρ = {int(key[3:]) / 100:.2f}"
 
 
-def try_setting(n: int = N, mu: float = MU, sigma: float = SIGMA, rho: float = 0.9, lam: float = LAMBDA,
+def try_setting(n: int = N, mu: float = MU, noise_std: float = NOISE_STD, rho: float = 0.9, lam: float = LAMBDA,
                 variant: str = "v1", trials: int = 16) -> dict[str, Any]:
     """One setting of this lesson's model, for `python -m diffattn snr`: softmax vs DIFF, medians over trials.
 
     V1's λ is any finite number (the learned λ is unconstrained); V2's coefficient σ(λ_t) lies strictly inside (0, 1).
     Medians, not geometric means: a DIFF row can put a negative weight on the signal, and then its SNR is negative.
+    Bad settings raise ConfigError naming the command-line flag, so the CLI and library say the same thing; that
+    includes settings whose float64 softmax underflows (see float64_range_error).
     """
-    require(variant in ("v1", "v2"), f"variant must be v1 or v2 (got {variant!r})")
-    require(n >= 2, f"N must be >= 2: the signal and at least one other token (got {n})")
-    require(trials >= 1, f"trials must be >= 1 (got {trials})")
+    require(variant in ("v1", "v2"), f"--variant must be v1 or v2 (got {variant!r})")
+    require(n >= 2, f"--n (N) must be >= 2: the signal and at least one other token (got {n})")
+    require(trials >= 1, f"--trials must be >= 1 (got {trials})")
+    require(math.isfinite(mu), f"--signal (the signal logit μ) must be a finite number (got {mu})")
+    require(math.isfinite(noise_std) and noise_std >= 0,
+            f"--noise (the noise std τ) must be a finite number >= 0 (got {noise_std})")
+    require(-1.0 <= rho <= 1.0, f"--rho (the noise correlation ρ) must be in [-1, 1] (got {rho})")
+    require(math.isfinite(lam), f"--lam (λ) must be a finite number (got {lam})")
     if variant == "v2":
-        require(0.0 < lam < 1.0, f"DIFF V2's coefficient σ(λ) must be strictly between 0 and 1 (got {lam})")
+        require(0.0 < lam < 1.0,
+                f"--lam is DIFF V2's coefficient σ(λ_t) with --variant v2 and must be strictly between 0 and 1 (got {lam})")
     rows: dict[str, list[dict[str, float]]] = {"softmax": [], "diff": []}
+    ratios = []
     for t in range(trials):
         eps1, eta = draws(t, n)
         values = value_vectors(t, n)
-        a1 = softmax(signal_logits(eps1, SIGNAL, mu, sigma))
-        a2 = softmax(noise_logits(eps1, eta, sigma, rho))
-        rows["softmax"].append(measures(a1, values))
-        rows["diff"].append(measures(subtract_maps(a1, a2, lam), values))
+        z1 = signal_logits(eps1, SIGNAL, mu, noise_std)
+        a1 = softmax(z1)
+        a2 = softmax(noise_logits(eps1, eta, noise_std, rho))
+        soft, diff = measures(a1, values), measures(subtract_maps(a1, a2, lam), values)
+        ratio = diff["snr"] / soft["snr"] if 0.0 < soft["snr"] < math.inf else math.nan
+        require(math.isfinite(ratio), float64_range_error(z1, mu, noise_std))
+        rows["softmax"].append(soft)
+        rows["diff"].append(diff)
+        ratios.append(ratio)
     summary = {
         method: {"snr_median": statistics.median(r["snr"] for r in rs),
                  **{name: arithmetic([r[name] for r in rs]) for name in ("share", "cos")}}
         for method, rs in rows.items()
     }
-    ratios = [d["snr"] / s["snr"] for d, s in zip(rows["diff"], rows["softmax"])]
-    return {"setting": {"n": n, "mu": mu, "sigma": sigma, "rho": rho, "lam": lam, "variant": variant, "trials": trials},
+    return {"setting": {"n": n, "mu": mu, "noise_std": noise_std, "rho": rho, "lam": lam, "variant": variant,
+                        "trials": trials},
             **summary, "snr_ratio_median": statistics.median(ratios)}
+
+
+def float64_range_error(z1: Sequence[float], mu: float, noise_std: float) -> str:
+    """Why no DIFF/softmax ratio exists for this row: its softmax under- or overflows in float64.
+
+    exp underflows to 0 below about e^−745 (and loses precision below e^−708), so a signal logit more than about
+    700 below the largest noise logit gets weight 0 (softmax SNR 0, or so small that the ratio overflows), and one
+    more than about 700 above every noise logit leaves the noise weight 0 (softmax SNR infinite).
+    """
+    top_noise = max(z for j, z in enumerate(z1) if j != SIGNAL)
+    gap = mu - top_noise
+    size = f"{abs(gap):,.0f}" if abs(gap) < 1e6 else f"{abs(gap):.3g}"
+    if gap > 0:
+        return (f"--signal {mu:g} sits {size} above the largest noise logit (--noise {noise_std:g}): float64 softmax "
+                "gives the noise no weight, so softmax's SNR is infinite and the DIFF/softmax ratio undefined; "
+                "keep the signal within about 700 of the noise logits")
+    return (f"--signal {mu:g} sits {size} below the largest noise logit (--noise {noise_std:g} spreads them): the "
+            "signal's float64 softmax weight underflows, so softmax's SNR is 0 or subnormal and the DIFF/softmax "
+            "ratio undefined; keep the signal within about 700 of the largest noise logit")
 
 
 def format_setting(result: dict[str, Any]) -> str:
     s = result["setting"]
-    lines = [f"N = {s['n']:,}, μ = {s['mu']:g}, σ = {s['sigma']:g}, ρ = {s['rho']:g}, DIFF {s['variant'].upper()} "
-             f"with λ = {s['lam']:g}, {s['trials']} trials (lesson 03's model)",
+    coefficient = "λ" if s["variant"] == "v1" else "σ(λ_t)"
+    lines = [f"N = {s['n']:,}, μ = {s['mu']:g}, τ = {s['noise_std']:g} (noise std), ρ = {s['rho']:g}, "
+             f"DIFF {s['variant'].upper()} with {coefficient} = {s['lam']:g}, {s['trials']} trials (lesson 03's model)",
              f"  {'':<8} {'SNR (median)':>13} {'signal share':>14} {'cos(o, v_s)':>12}"]
     for method in ("softmax", "diff"):
         r = result[method]
@@ -310,16 +451,23 @@ def format_setting(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _ratio(x: float) -> str:
+    """A DIFF/softmax ratio: two decimals, or a whole number from 10 up (those sit next to some trial's λ*, where
+    that trial's gain explodes, so their digits depend on which trials were drawn: more would be false precision)."""
+    return f"{x:.2f}" if abs(x) < 10 else f"{x:,.0f}"
+
+
 def report(results: dict[str, Any]) -> str:
-    setup, head, noise, ctx, lam = (results[k] for k in ("setup", "headline", "noise", "context", "lambda"))
+    setup, head, noise, ctx, lam, grid, seeds = (
+        results[k] for k in ("setup", "headline", "noise", "context", "lambda", "setting", "seeds"))
     soft = head["softmax"]
     lines = [
         f"Lesson 03 · {TITLE}",
         "",
-        f"setup: N = {setup['n']:,} keys; signal logit μ = {setup['mu']:g} at s = 0; noise logits σ·N(0, 1),"
-        f" σ = {setup['sigma']:g}; {setup['trials']} seeded trials",
+        f"setup: N = {setup['n']:,} keys; signal logit μ = {setup['mu']:g} at s = 0; noise logits τ·N(0, 1),"
+        f" noise std τ = {setup['noise_std']:g}; {setup['trials']} seeded trials",
         "       map 2 sees only noise, correlated ρ with map 1's;"
-        f" mean-field floor/signal (N − 1)·e^(σ²/2 − μ) = {setup['floor_over_signal']:.2f}",
+        f" mean-field floor/signal (N − 1)·e^(τ²/2 − μ) = {setup['floor_over_signal']:.2f}",
         "       SNR = w_s / mean_{j≠s} |w_j| (geometric mean)   share = w_s / Σ_j |w_j|",
         f"       cos = cos(Σ_j w_j v_j, v_s) with values v_j ~ N(0, I_{setup['value_dim']})",
         "",
@@ -332,15 +480,15 @@ def report(results: dict[str, Any]) -> str:
         for which, label in (("fixed", f"DIFF {_label(key)}"), ("best", "")):
             row = by_lambda[which]
             lines.append(
-                f"   {label:<16}{row['lambda']:>6.2f}{row['snr']['gmean']:>9.0f}{row['ratio']['gmean']:>14.2f}"
+                f"   {label:<16}{row['lambda']:>6.2f}{row['snr']['gmean']:>9.0f}{_ratio(row['ratio']['gmean']):>14}"
                 f"{row['share']['mean']:>8.3f}{row['cos']['mean']:>8.3f}"
             )
     lines += [
-        f"   softmax SNR, theory for large N: e^(μ − σ²/2) = {setup['softmax_snr_theory']:.0f}",
+        f"   softmax SNR, theory for large N: e^(μ − τ²/2) = {setup['softmax_snr_theory']:.0f}",
         "",
-        f"2. Noise sweep, N = {setup['n']:,}, σ = 0 … {noise['sigmas'][-1]:g}, DIFF at λ = {setup['lambda']:g}",
-        f"   {'map':<16}{'share < ' + format(setup['usable'], 'g') + ' from σ =':>22}"
-        "   DIFF share > softmax share for σ in",
+        f"2. Noise sweep, N = {setup['n']:,}, τ = 0 … {noise['noise_stds'][-1]:g}, DIFF at λ = {setup['lambda']:g}",
+        f"   {'map':<16}{'share < ' + format(setup['usable'], 'g') + ' from τ =':>22}"
+        "   DIFF share > softmax share for τ in",
     ]
     lines.append(f"   {'softmax':<16}{_fmt(noise['crossover']['softmax'], '.2f'):>22}")
     for key, wins in noise["diff_above_softmax"].items():
@@ -357,8 +505,8 @@ def report(results: dict[str, Any]) -> str:
     for i, n in enumerate(ctx["n"]):
         lines.append(
             f"   {n:>8,}{ctx['trials'][i]:>7}{ctx['snr']['softmax'][i]:>9.0f}{ctx['share']['softmax'][i]:>7.3f}"
-            + "".join(f"{ctx['ratio'][k][i]:>14.2f}{ctx['share'][k][i]:>7.3f}" for k in ctx["ratio"])
-            + f"{ctx['rho100_theory_ratio'][i]:>12.2f}{ctx['rho100_optimum'][i]:>7.3f}"
+            + "".join(f"{_ratio(ctx['ratio'][k][i]):>14}{ctx['share'][k][i]:>7.3f}" for k in ctx["ratio"])
+            + f"{_ratio(ctx['rho100_theory_ratio'][i]):>12}{ctx['rho100_optimum'][i]:>7.3f}"
         )
     lines += [
         "   share < 0.5 from N ≈ "
@@ -369,11 +517,43 @@ def report(results: dict[str, Any]) -> str:
         f"   {'ρ':<8}{'best λ':>8}{'SNR(best λ)/SNR(softmax)':>27}",
     ]
     for key, best in lam["best"].items():
-        lines.append(f"   {int(key[3:]) / 100:<8.2f}{best:>8.2f}{lam['best_over_softmax'][key]:>27.2f}")
-    lines.append(
+        lines.append(f"   {int(key[3:]) / 100:<8.2f}{best:>8.2f}{_ratio(lam['best_over_softmax'][key]):>27}")
+    optimum, best = lam["rho100_optimum"], head["diff"]["rho100"]["best"]
+    lines += [
         "   ρ = 1 theory: the noise cancels exactly at λ* = (1 − a1_s)/(1 − a2_s) ="
-        f" {lam['rho100_optimum']['mean']:.3f} ± {lam['rho100_optimum']['se']:.3f}"
-    )
+        f" {optimum['mean']:.3f} ± {optimum['se']:.3f} (single trials {optimum['min']:.3f} … {optimum['max']:.3f})",
+        "",
+        f"5. The setting: μ and τ, with independent noise (ρ = {grid['rho']:g}) and λ = {grid['lambda']:g}, N = "
+        f"{setup['n']:,}, {grid['trials']} trials",
+        "   median DIFF/softmax SNR ratio [in brackets: the floor's share of map 1, 1 − a1_s]",
+        "   μ \\ τ   " + "".join(f"{tau:>14g}" for tau in grid["noise_stds"]),
+    ]
+    for mu in grid["mus"]:
+        key = mu_key(mu)
+        lines.append(f"   {mu:<8g}" + "".join(f"{_ratio(r):>7} [{f:.2f}]"
+                                             for r, f in zip(grid["ratio"][key], grid["floor_share"][key])))
+    negative = [f"μ = {mu:g}, τ = {tau:g}: {count}" for mu in grid["mus"]
+                for tau, count in zip(grid["noise_stds"], grid["negative_signal"][mu_key(mu)]) if count]
+    lines.append(f"   trials whose DIFF row puts a negative weight on the signal: {', '.join(negative) or 'none'}")
+    toy, toy_key = grid["toy"], mu_key(grid["toy"]["mu"])
+    lines += [
+        f"   the public toy's setting, μ = {toy['mu']:g}, τ = {toy['noise_std']:g}, ρ = {grid['rho']:g}"
+        " (medians over the same trials):",
+        f"   {'λ':<22}" + "".join(f"{lam_:>8g}" for lam_ in toy["lambdas"]),
+        f"   {'SNR':<22}" + "".join(f"{snr:>8.1f}" for snr in toy["snr"]),
+        f"   {'DIFF/softmax':<22}" + "".join(f"{_ratio(r):>8}" for r in toy["ratio"]),
+        f"   its noise sweep at λ = {grid['lambda']:g}, μ = {toy['mu']:g}:",
+        f"   {'τ':<22}" + "".join(f"{tau:>8g}" for tau in grid["noise_stds"]),
+        f"   {'softmax SNR':<22}" + "".join(f"{snr:>8.1f}" for snr in grid["softmax_snr"][toy_key]),
+        f"   {'DIFF SNR':<22}" + "".join(f"{snr:>8.1f}" for snr in grid["diff_snr"][toy_key]),
+        "",
+        f"6. ρ = 1 at the best grid λ = {best['lambda']:.2f}, amid the trials' λ* (part 4): one trial's gain",
+        "   (1 − λ·a2_s/a1_s)/|1 − λ/λ*| is unbounded as λ → its own λ*; the mean over trials is finite",
+        f"   seed {setup['seed']} (the headline): {_ratio(best['ratio']['gmean'])} (geometric mean of {setup['trials']}"
+        f" trials; single trials {_ratio(best['ratio']['min'])} … {_ratio(best['ratio']['max'])})",
+        f"   seeds {', '.join(map(str, seeds['seeds']))}: {_ratio(seeds['min'])} … {_ratio(seeds['max'])}"
+        f" (geometric means of {seeds['trials']} trials each, λ = {seeds['lambda']:.2f})",
+    ]
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -395,27 +575,27 @@ def _series(keys: Sequence[str], lam: float) -> list[tuple[str, Any, str]]:
 
 
 def draw_noise_sweep(ax: Any, results: dict[str, Any]) -> None:
-    """Share vs σ per method, each crossover circled on the 1/2 line, the headline σ dashed."""
+    """Share vs τ per method, each crossover circled on the 1/2 line, the headline τ dashed."""
     setup, noise = results["setup"], results["noise"]
     for key, colour, label in _series(list(noise["share"]), setup["lambda"]):
-        ax.plot(noise["sigmas"], noise["share"][key], color=colour, lw=2.2 if key == "softmax" else 1.5, label=label)
+        ax.plot(noise["noise_stds"], noise["share"][key], color=colour, lw=2.2 if key == "softmax" else 1.5, label=label)
         if noise["crossover"][key] is not None:
             ax.plot([noise["crossover"][key]], [setup["usable"]], "o", color=colour, ms=6, mfc="none", mew=1.5)
     ax.axhline(setup["usable"], color="grey", lw=0.8, ls=":")
-    ax.axvline(setup["sigma"], color="grey", lw=0.8, ls="--", label=f"σ = {setup['sigma']:g} (headline)")
-    ax.set_xlabel("noise amplitude σ (std of the irrelevant logits)")
+    ax.axvline(setup["noise_std"], color="grey", lw=0.8, ls="--", label=f"τ = {setup['noise_std']:g} (headline)")
+    ax.set_xlabel("noise std τ (spread of the irrelevant logits)")
     ax.set_ylabel("signal share  w_s / Σ|w_j|")
     ax.set_title(f"N = {setup['n']:,}, μ = {setup['mu']:g}: where the signal stops holding half the attention")
     ax.legend(fontsize=8)
 
 
 def draw_context_sweep(left: Any, right: Any, results: dict[str, Any]) -> None:
-    """SNR (left, log-log) and share (right) vs N, with softmax's e^(μ − σ²/2) and the ρ = 1 limit."""
+    """SNR (left, log-log) and share (right) vs N, with softmax's e^(μ − τ²/2) and the ρ = 1 limit."""
     setup, ctx = results["setup"], results["context"]
     for key, colour, label in _series(list(ctx["snr"]), setup["lambda"]):
         left.plot(ctx["n"], ctx["snr"][key], "o-", color=colour, ms=3, label=label)
         right.plot(ctx["n"], ctx["share"][key], "o-", color=colour, ms=3, label=label)
-    left.axhline(setup["softmax_snr_theory"], color="k", lw=0.8, ls=":", label="e^(μ − σ²/2)")
+    left.axhline(setup["softmax_snr_theory"], color="k", lw=0.8, ls=":", label="e^(μ − τ²/2)")
     left.axhline(setup["softmax_snr_theory"] * setup["ratio_limit"], color="grey", lw=0.8, ls="--",
                  label="× 1/(1 − λ): ρ = 1 limit")
     right.axhline(setup["usable"], color="grey", lw=0.8, ls=":")

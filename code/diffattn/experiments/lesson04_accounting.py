@@ -119,10 +119,10 @@ def report(results: dict) -> str:
     lines.append("  " + "  ".join(f"kv {kv}: {s:.1%}" for kv, s in results["v2_saving_vs_2h"].items()))
     lines += [
         "",
-        "seed 002's accounting, rebuilt (W_O doubled, λ = 4·d per head, against an MHA module):",
-        f"  seed V2 {seed['v2']:,} − MHA {seed['mha_baseline']:,} = +{seed['v2_extra']:,}  (the seed's '+8.4M')",
+        "the public seed-002 lesson's script, rebuilt (W_O doubled, λ = 4·d per head, against an MHA module):",
+        f"  script V2 {seed['v2']:,} − MHA {seed['mha_baseline']:,} = +{seed['v2_extra']:,}  (its 'delta 8.4M')",
         f"  official V2 − its own GQA(8) baseline = +{seed['official_v2_extra_vs_gqa8']:,}",
-        f"  seed V1 extra +{seed['v1_extra']:,}; official V1 extra +{seed['official_v1_extra']:,} (4d λ + 2d subln)",
+        f"  script V1 extra +{seed['v1_extra']:,}; official V1 extra +{seed['official_v1_extra']:,} (4d λ + 2d subln)",
         f"  V1 cache if values were d wide (seed's 'halved value cache'): {seed['v1_cache_if_value_halved_vs_true']:.2f}× the real one",
         "",
         "paper's 3B (28 layers, hidden 3072, FFN 8192, vocab 100,288; DIFF 12 heads = baseline 24; MHA assumed):",

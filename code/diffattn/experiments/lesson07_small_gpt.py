@@ -22,6 +22,7 @@ from torch.nn import functional as F
 
 from diffattn.generate import cache_nbytes, generate, incremental_logits
 from diffattn.model import GPT, GPTConfig, attention_layer, matched_configs, parameter_breakdown
+from diffattn.numberkinds import Bound, Stable
 from diffattn.progress import Progress
 from diffattn.pure import accounting
 
@@ -33,6 +34,23 @@ TRAIN = dict(steps=60, batch=32, lr=1e-2, seed=0)
 EVAL_SEQUENCES = 64
 PAPER = dict(hidden=4096, heads=32, head_dim=128, kv_heads=8)  # seed 002's 7B exercise, with GQA(8)
 LABELS = accounting.LABELS
+
+# What may move on another CPU (diffattn.numberkinds), calibrated by running this lesson under
+# ATEN_CPU_CAPABILITY=default/avx2 and 1 vs 2 threads (tests/test_portability.py re-checks on every run). Training
+# amplifies last-digit differences: a loss late in training moves by up to ~0.4% between kernel paths, so losses are
+# quoted to 3% and logits to 0.1%. Cached-vs-full logit gaps are rounding (a few 1e-5), quoted as a bound; a greedy
+# copy count can flip where two tokens nearly tie, so it is quoted as a floor.
+CACHE_GAP = Bound(below=5e-4)
+TIE_MARGIN = 1e-3  # top-1 margins below this are near-ties: which token wins there depends on rounding
+NUMBER_KINDS = {
+    "training.*.loss_first": Stable(rel=1e-5),
+    "training.*.loss_last": Stable(rel=0.03),
+    "training.*.curve.*": Stable(abs=1e-2),
+    "decode.*.max_abs_logit_diff": CACHE_GAP,
+    "decode.*.max_abs_logit": Stable(rel=1e-3),
+    "decode.*.exact_copies": Bound(at_least=0.875),
+    "worst_logit_diff": CACHE_GAP,
+}
 
 
 @contextlib.contextmanager
@@ -98,7 +116,6 @@ def decode_check(model: GPT, sequences: Tensor, prefix: int) -> dict:
     cached, caches = incremental_logits(model, sequences, prefill=prefix + 1)  # prompt x ‖ SEP, then one at a time
     prompts = sequences[:, :prefix + 1]
     greedy = generate(model, prompts, prefix, temperature=0.0)  # KV cache on
-    greedy_no_cache = generate(model, prompts, prefix, temperature=0.0, use_cache=False)
     b, n = sequences.shape
     return {
         "batch": b,
@@ -109,10 +126,18 @@ def decode_check(model: GPT, sequences: Tensor, prefix: int) -> dict:
         "k_shape": list(caches[0].k.shape),
         "v_shape": list(caches[0].v.shape),
         "exact_copies": (greedy[:, prefix + 1:] == sequences[:, :prefix]).all(dim=1).float().mean().item(),
-        "cache_matches_no_cache": bool(torch.equal(greedy, greedy_no_cache)),
+        "greedy_differences_outside_ties": argmax_differences(cached, full),
         "example_prompt": prompts[0].tolist(),
         "example_greedy": greedy[0, prefix + 1:].tolist(),
     }
+
+
+def argmax_differences(cached: Tensor, full: Tensor, margin: float = TIE_MARGIN) -> int:
+    """Positions where cached and full logits pick different tokens although the full pass's top-1 leads by more
+    than `margin`: 0 on every CPU when the cache is right (a near-tie may go either way; that is rounding, not a bug)."""
+    top2 = full.topk(2, dim=-1).values  # (b, n, 2)
+    decided = (top2[..., 0] - top2[..., 1]) > margin
+    return int(((cached.argmax(-1) != full.argmax(-1)) & decided).sum().item())
 
 
 def paper_shape_params() -> dict:
@@ -226,8 +251,11 @@ def report(results: dict) -> str:
         row("bytes, all layers", [f"{d[v]['cache_bytes']:,}" for v in variants]),
         row("lesson 04 accounting agrees", ["yes" if d[v]["cache_bytes"] == d[v]["accounting_bytes"] else "NO"
                                              for v in variants]),
-        row("max |cached − full logit|", [f"{d[v]['max_abs_logit_diff']:.1e}" for v in variants]),
-        row("max |logit|", [f"{d[v]['max_abs_logit']:.1f}" for v in variants]),
+        row(f"max |cached − full| < {CACHE_GAP.below:.0e}", ["yes" if CACHE_GAP.holds(d[v]["max_abs_logit_diff"])
+                                                             else "NO" for v in variants]),
+        row("max |logit|, about", [f"{d[v]['max_abs_logit']:.0f}" for v in variants]),
+        row(f"argmax differs, margin > {TIE_MARGIN:g}", [f"{d[v]['greedy_differences_outside_ties']}"
+                                                         for v in variants]),
         "",
         "decode attention per new token and layer (lesson 04's accounting, bf16 cache; V1: official 2-call and "
         "4-call paths):",
@@ -240,6 +268,11 @@ def report(results: dict) -> str:
         row("FLOPs per byte of KV read", [f"{r['flops_per_byte']:.2f}" for r in rows.values()]),
     ]
     tr = results["training"]
+    floor = NUMBER_KINDS["decode.*.exact_copies"]
+
+    def copies(share: float, total: int) -> str:  # a count that near-ties can move by one: quote its floor
+        return f"≥ {round(floor.at_least * total)}" if floor.holds(share) else "BELOW"
+
     lines += [
         "",
         f"copy task ({t['prefix']} symbols, SEP, the same {t['prefix']} again; loss on the copy): AdamW lr {t['lr']}, "
@@ -247,10 +280,9 @@ def report(results: dict) -> str:
         f"{t['uniform_loss']:.3f}",
         row("", [LABELS[v] for v in variants]),
         row("loss, first step", [f"{tr[v]['loss_first']:.3f}" for v in variants]),
-        row("loss, last step", [f"{tr[v]['loss_last']:.4f}" for v in variants]),
-        row(f"exact greedy copies / {t['eval_sequences']}", [f"{round(d[v]['exact_copies'] * t['eval_sequences'])}"
+        row("loss, last step (±3%)", [f"{tr[v]['loss_last']:.1g}" for v in variants]),
+        row(f"exact greedy copies / {t['eval_sequences']}", [copies(d[v]["exact_copies"], t["eval_sequences"])
                                                              for v in variants]),
-        row("cached = uncached tokens", ["yes" if d[v]["cache_matches_no_cache"] else "NO" for v in variants]),
         f"  e.g. prompt {d['diff_v2']['example_prompt']} → DIFF V2 greedy {d['diff_v2']['example_greedy']}",
     ]
     return "\n".join(lines)

@@ -152,12 +152,25 @@ class DiffAttentionV1(_Attention):
         self.k_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # 2·h_kv heads of d
         self.v_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # h_kv heads of 2d
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=False)
-        # λ vectors stay fp32 even in a bf16 model; N(0, 0.1²) makes λ start within about ±0.16 of λ_init at d = 128.
+        # N(0, 0.1²) makes λ start within about ±0.16 of λ_init at d = 128. The vectors are fp32 and stay fp32 when the
+        # module is cast to bf16/fp16 (see _apply): exp(λ_q·λ_k) amplifies their rounding, and one λ scales every head.
         self.lambda_q1 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.lambda_k1 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.lambda_q2 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.lambda_k2 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.subln = RMSNorm(2 * head_dim, eps=1e-5, elementwise_affine=True)
+
+    LAMBDA_VECTORS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
+
+    def _apply(self, fn, recurse=True):
+        """Every tensor conversion (.to, .cuda, .half, .bfloat16) applies as usual, except that the λ vectors are cast
+        back to fp32 when a conversion made them fp16/bf16; the rest of the layer takes the new dtype."""
+        super()._apply(fn, recurse)
+        for name in self.LAMBDA_VECTORS:
+            vector = getattr(self, name)
+            if vector.dtype in (torch.float16, torch.bfloat16):
+                vector.data = vector.data.float()
+        return self
 
     def lambda_full(self) -> Tensor:
         """The layer's λ (0-dim, fp32): exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init."""

@@ -143,7 +143,9 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tens
     """x / √(mean(x²) + eps) over the last dim, computed in fp32 and cast back, then × weight. No mean-centring."""
     x32 = x.to(_compute_dtype(x.dtype))
     normed = (x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
-    return normed * weight if weight is not None else normed
+    # × weight in the order of the official RMSNorm; the final cast keeps x's dtype when the weight is kept in fp32
+    # inside a bf16 model (otherwise type promotion hands fp32 to the next bf16 Linear, which refuses it)
+    return (normed * weight).to(x.dtype) if weight is not None else normed
 
 
 def headwise_norm(attn: Tensor, weight: Tensor | None, lambda_init: float, eps: float = 1e-5) -> Tensor:

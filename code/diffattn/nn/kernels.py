@@ -20,8 +20,10 @@ computes q kᵀ once per slice. SDPA picks its own kernel inside (FLASH, EFFICIE
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
+import re
 import warnings
 
 import torch
@@ -41,14 +43,36 @@ TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 5e-3, tor
 _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
 
+# flash-attn < 2.1 aligns the causal mask top-left, which is wrong as soon as N_q < N_k (cached decoding).
+FLASH_ATTN_MIN_VERSION = (2, 1)
+
+
+@functools.lru_cache(maxsize=None)
+def flash_attn_problem() -> str | None:
+    """Why the flash-attn package cannot be used here, or None when it can. Probed once per process, lazily:
+    being installed is not enough, since a build for another torch (ABI mismatch) fails at import."""
+    if importlib.util.find_spec("flash_attn") is None:
+        return "the flash-attn package is not installed"
+    try:
+        import flash_attn
+    except Exception as exc:  # ImportError, OSError (undefined symbol), RuntimeError: any of them means "unusable"
+        return f"flash-attn is installed but does not import ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    version = getattr(flash_attn, "__version__", "0")
+    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+    if numbers < FLASH_ATTN_MIN_VERSION:
+        wanted = ".".join(map(str, FLASH_ATTN_MIN_VERSION))
+        return f"flash-attn {version} aligns the causal mask top-left (decoding needs ≥ {wanted})"
+    return None
+
+
 def flash_attn_installed() -> bool:
-    """True when the flash-attn package can be imported (it is never imported at module load: CPUs lack it)."""
-    return importlib.util.find_spec("flash_attn") is not None
+    """True when flash-attn imports and is recent enough (it is never imported at module load: CPUs lack it)."""
+    return flash_attn_problem() is None
 
 
 def available_backends() -> list[str]:
     """Backends usable on this machine, fastest first."""
-    fast = ["flash_attn"] if flash_attn_installed() and torch.cuda.is_available() else []
+    fast = ["flash_attn"] if torch.cuda.is_available() and flash_attn_installed() else []
     return fast + ["sdpa", "math"]
 
 
@@ -57,8 +81,9 @@ def flash_attn_unsupported(q: Tensor, k: Tensor, v: Tensor) -> str | None:
     d = q.shape[-1]
     if not q.is_cuda:  # checked first: the answer for CPU tensors must not depend on what is installed
         return f"tensors are on {q.device.type}, flash-attn needs CUDA"
-    if not flash_attn_installed():
-        return "the flash-attn package is not installed"
+    problem = flash_attn_problem()
+    if problem:
+        return problem
     if q.dtype not in (torch.float16, torch.bfloat16):
         return f"flash-attn needs fp16 or bf16 (got {q.dtype})"
     if d % 8 or d > 256:
@@ -77,13 +102,29 @@ def resolve_backend(q: Tensor, k: Tensor, v: Tensor, requested: str = "auto") ->
     if why_not is None:
         return "flash_attn"
     require(requested == "auto", f"backend 'flash_attn' cannot run: {why_not}")
+    if q.is_cuda and flash_attn_problem() and importlib.util.find_spec("flash_attn") is not None:
+        _warn_once(f"using PyTorch SDPA instead of flash-attn: {flash_attn_problem()}")
     return "sdpa"
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, backend: str = "auto") -> Tensor:
     """Multi-head (grouped-query) attention in the (b, N, H, d) layout; see the module docstring."""
     _check_shapes(q, k, v, causal)
     return _KERNELS[resolve_backend(q, k, v, backend)](q, k, v, causal)
+
+
+def value_slices(q: Tensor, k: Tensor, v: Tensor, backend: str = "auto") -> int:
+    """How many kernel calls `attention` makes for these tensors: d_v / d where the backend splits wide values
+    (flash-attn always, SDPA on CPU, see `_sdpa_any_value_width`), else 1. Each call computes q kᵀ again."""
+    d, d_v = q.shape[-1], v.shape[-1]
+    chosen = resolve_backend(q, k, v, backend)
+    splits = d_v != d and (chosen == "flash_attn" or (chosen == "sdpa" and q.device.type == "cpu"))
+    return d_v // d if splits else 1
 
 
 def split_value_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, backend: str = "auto") -> Tensor:

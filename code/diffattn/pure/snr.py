@@ -12,6 +12,8 @@ One query, N keys, the signal at a known position s. Everything works on one row
 The noise floor is measured with |w_j| because a signed mean is not a measurement: Σ_{j≠s} w_j = 1 − λ − w_s is fixed
 by the row sum, so positive and negative noise weights would cancel in it however large they are.
 
+The noise logits have std τ (lesson 03 keeps σ for the sigmoid of DIFF V2's coefficient σ(λ_t)).
+
 With ρ = 1 (both maps carry the same noise) the algebra is exact, and rho1_optimal_lambda / rho1_snr_gain give the
 λ that zeroes the floor and the SNR gain over softmax for any other λ.
 """
@@ -27,31 +29,31 @@ from diffattn.pure.matrix import Vector, dot
 from diffattn.pure.softmax import softmax
 
 
-def signal_logits(eps1: Sequence[float], signal_index: int, mu: float, sigma: float) -> Vector:
-    """Map 1's logits from standard-normal draws eps1 (length N): z1_j = σ·ε1_j for j ≠ s, and z1_s = μ.
+def signal_logits(eps1: Sequence[float], signal_index: int, mu: float, noise_std: float) -> Vector:
+    """Map 1's logits from standard-normal draws eps1 (length N): z1_j = τ·ε1_j for j ≠ s, and z1_s = μ.
 
-    μ is how far the signal's logit q·k_s/√d sits above the noise logits' mean; σ is their spread. For keys unrelated
+    μ is how far the signal's logit q·k_s/√d sits above the noise logits' mean; τ = noise_std is their spread. For keys unrelated
     to the query, q·k_j/√d is a sum of d products with mean 0, so a Gaussian noise logit is the natural model.
     """
     require(len(eps1) >= 2, f"need N >= 2 positions: the signal and at least one noise token (got {len(eps1)})")
     _check_index(signal_index, len(eps1))
-    require(sigma >= 0, f"noise amplitude σ must be >= 0 (got {sigma})")
-    z1 = [sigma * e for e in eps1]
+    require(noise_std >= 0, f"noise std τ must be >= 0 (got {noise_std})")
+    z1 = [noise_std * e for e in eps1]
     z1[signal_index] = mu
     return z1
 
 
-def noise_logits(eps1: Sequence[float], eta: Sequence[float], sigma: float, rho: float) -> Vector:
-    """Map 2's logits: z2_j = σ·(ρ·ε1_j + √(1−ρ²)·η_j) at every j, signal position included.
+def noise_logits(eps1: Sequence[float], eta: Sequence[float], noise_std: float, rho: float) -> Vector:
+    """Map 2's logits: z2_j = τ·(ρ·ε1_j + √(1−ρ²)·η_j) at every j, signal position included (τ = noise_std).
 
     Map 2 never sees the signal; its noise has correlation ρ with map 1's (ρ = 1: the same noise, ρ = 0: independent
-    noise of the same size). Reusing one eps1, eta across μ, σ and ρ gives common random numbers.
+    noise of the same size). Reusing one eps1, eta across μ, τ and ρ gives common random numbers.
     """
     require(len(eps1) == len(eta), f"eps1 and eta must have the same length (got {len(eps1)} and {len(eta)})")
-    require(sigma >= 0, f"noise amplitude σ must be >= 0 (got {sigma})")
+    require(noise_std >= 0, f"noise std τ must be >= 0 (got {noise_std})")
     require(-1.0 <= rho <= 1.0, f"noise correlation ρ must be in [-1, 1] (got {rho})")
     independent = math.sqrt(1.0 - rho * rho)
-    return [sigma * (rho * e + independent * h) for e, h in zip(eps1, eta)]
+    return [noise_std * (rho * e + independent * h) for e, h in zip(eps1, eta)]
 
 
 def subtract_maps(a1: Sequence[float], a2: Sequence[float], lam: float) -> Vector:
@@ -136,8 +138,8 @@ def lambda_sweep(z1: Sequence[float], z2: Sequence[float], signal_index: int, la
 def rho1_optimal_lambda(a1: Sequence[float], a2: Sequence[float], signal_index: int) -> float:
     """λ* = (1 − a1_s)/(1 − a2_s): the λ at which A1 − λA2 has no noise at all when ρ = 1.
 
-    With ρ = 1 both maps give noise token j the same e^{σε_j}, so a1_j = e^{σε_j}/Z1 and a2_j = e^{σε_j}/Z2 with the
-    same noise sum Z' = Σ_{j≠s} e^{σε_j} = (1 − a1_s)·Z1 = (1 − a2_s)·Z2. Every noise weight is then
+    With ρ = 1 both maps give noise token j the same e^{τε_j}, so a1_j = e^{τε_j}/Z1 and a2_j = e^{τε_j}/Z2 with the
+    same noise sum Z' = Σ_{j≠s} e^{τε_j} = (1 − a1_s)·Z1 = (1 − a2_s)·Z2. Every noise weight is then
     a1_j − λ·a2_j = a1_j·(1 − λ/λ*), and λ* = Z2/Z1 is the fraction of map 1's mass that the noise holds, up to a2_s.
     """
     return (1.0 - a1[signal_index]) / (1.0 - a2[signal_index])
