@@ -78,6 +78,8 @@ def headwise_norm(attn: Tensor, weight: Tensor | None, lambda_init: float, eps: 
             y = y.to(attn.dtype) * weight         compute the line above in float32, cast back, then the weight
             y = y * (1 − λ_init)                  a fixed constant: not √2, not learned
 
+        The result has attn's dtype even when `weight` does not (a float32 weight kept in a bfloat16 model).
+
     Tolerance: the grader compares with a float64 computation at atol 1e-5 (float32 inputs).
 
     Example (one head, x = [3, −3, 3, −3]: mean(x²) = 9, so x / 3 = [1, −1, 1, −1], times 1 − 0.2):

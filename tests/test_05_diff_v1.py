@@ -151,6 +151,8 @@ def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
     weight = torch.arange(1, 17, dtype=torch.float32) / 8
     got = impl.headwise_norm(attn, weight.bfloat16(), 0.2)
     assert got.dtype == torch.bfloat16, "cast back to the input dtype"
+    assert impl.headwise_norm(attn, None, 0.2).dtype == torch.bfloat16, "no weight: still the input dtype"
+    assert impl.headwise_norm(attn, weight, 0.2).dtype == torch.bfloat16, "a float32 weight must not promote the output"
     expected = _norm64(attn.float(), weight, 0.2, 1e-5)
     assert torch.allclose(got.double(), expected, rtol=2e-2, atol=2e-2)
     # fp16 entries of a few hundred square past fp16's largest value (65504): the RMS must be computed in float32
