@@ -72,9 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
     bench.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
 
+    train = sub.add_parser("train", help="train one variant on one task (lesson 08); works under torchrun")
+    _add_train_arguments(train)
+
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     return parser
+
+
+def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    try:
+        from diffattn.train import add_arguments
+    except ImportError:  # no torch: `train` then says so when it runs
+        return
+    add_arguments(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,5 +261,12 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0 if report["agreement_ok"] else 1
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    _require_torch("train")
+    from diffattn import train
+
+    return train.main(args)
+
+
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
-            "bench": cmd_bench, "gpu-check": cmd_gpu_check}
+            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "train": cmd_train}
