@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import shlex
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from diffattn import experiments
+from diffattn import experiments, train_options
 from diffattn.errors import ConfigError
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
@@ -73,19 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
 
     train = sub.add_parser("train", help="train one variant on one task (lesson 08); works under torchrun")
-    _add_train_arguments(train)
+    train_options.add_train_arguments(train)
+    compare = sub.add_parser("compare", help="train every variant with matched data and budget, tabulate and plot")
+    train_options.add_compare_arguments(compare)
 
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     return parser
-
-
-def _add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    try:
-        from diffattn.train import add_arguments
-    except ImportError:  # no torch: `train` then says so when it runs
-        return
-    add_arguments(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -261,12 +256,12 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0 if report["agreement_ok"] else 1
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    _require_torch("train")
-    from diffattn import train
-
-    return train.main(args)
+def cmd_training(args: argparse.Namespace) -> int:
+    """`train` and `compare` (lesson 08): diffattn.train.main, diffattn.compare.main."""
+    _require_torch(args.command)
+    return importlib.import_module(f"diffattn.{args.command}").main(args)
 
 
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
-            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "train": cmd_train}
+            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "train": cmd_training,
+            "compare": cmd_training}

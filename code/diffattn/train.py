@@ -19,7 +19,6 @@ Every number the lesson quotes comes from metrics.jsonl (diffattn.checkpoint), w
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -451,37 +450,18 @@ def _finished(out: Path, config: dict[str, Any]) -> bool:
 # ------------------------------------------------------------------------------------------------------- CLI
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
-    parser.add_argument("--attention", required=True, help=f"variant: {', '.join(ATTENTION)}")
-    parser.add_argument("--task", default=None, help=f"{', '.join(TASKS)} (default: text)")
-    parser.add_argument("--data", default=None, help="a UTF-8 text file or folder for the text task "
-                                                     "(default: the built-in Shakespeare corpus)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="checkpoint directory (default: outputs/checkpoints/<preset>/<task>/<variant>)")
-    parser.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
-    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
-    parser.add_argument("--seed", type=int, default=None, help="initial weights and data order (default 0)")
-    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
-    parser.add_argument("--batch-size", type=int, default=None, help="sequences per optimizer step, all ranks")
-    parser.add_argument("--grad-accum", type=int, default=None, help="micro-steps per optimizer step")
-    parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (≤ the model's max_seq_len)")
-    parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
-    parser.add_argument("--device", default=None, help="cpu or cuda (CPU presets stay on CPU unless this says so)")
-    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def configs_from_args(args: argparse.Namespace) -> tuple[GPTConfig, TrainConfig]:
+def configs_from_args(args) -> tuple[GPTConfig, TrainConfig]:
     overrides = dict(task=args.task, data=args.data, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                      grad_accum=args.grad_accum, seq_len=args.seq_len, lr=args.lr, device=args.device,
+                     eval_every=args.eval_every, checkpoint_every=args.checkpoint_every,
                      compile=args.compile)
     if args.device == "cpu":
         overrides["bf16"] = False
     return build_configs(args.preset, args.attention, **overrides)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args) -> int:
+    """`python -m diffattn train` (options: diffattn.train_options)."""
     model, c = configs_from_args(args)
     out = args.out or default_out(args.preset, c.task, c.variant, c.seed)
     try:

@@ -25,8 +25,9 @@ LESSONS = {
     "05": "diffattn.experiments.lesson05_diff_v1_torch",
     "06": "diffattn.experiments.lesson06_kernels",
     "07": "diffattn.experiments.lesson07_small_gpt",
+    "08": "diffattn.experiments.lesson08_training",
 }
-REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",)}
+REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",), "08": ("torch", "tqdm")}
 
 
 def normalise(number: str) -> str:
