@@ -89,7 +89,7 @@ PRESETS = {
         "CI and lessons 08-11: every variant in seconds on 2 CPU cores"),
     "cpu-small": Preset(
         GPTConfig(n_layer=4, d_model=128, n_head=4, n_kv_head=2, max_seq_len=256),
-        TrainConfig(steps=600, batch_size=16, seq_len=256, lr=2e-3, warmup_steps=60, eval_every=50,
+        TrainConfig(steps=300, batch_size=16, seq_len=128, lr=2e-3, warmup_steps=30, eval_every=25,
                     eval_sequences=64, checkpoint_every=100),
         "a laptop: the four variants x 3 seeds in about a quarter of an hour on 2 cores"),
     "gpu-small": Preset(

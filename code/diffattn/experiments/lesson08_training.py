@@ -14,11 +14,13 @@ every loss and λ here is Stable with a tolerance measured across kernel paths a
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import torch
 
 from diffattn import compare
+from diffattn.data import text
 from diffattn.model import GPT, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
@@ -73,8 +75,19 @@ def measured() -> dict:
     return found
 
 
+def unigram_loss() -> float:
+    """Cross-entropy (nats per byte) of the best model that ignores context: the byte frequencies of the training
+    split, scored on themselves. A trained model's loss below this shows it uses context."""
+    train_tokens, _ = text.split(text.read_corpus(), PRESETS[PRESET].train.seq_len)
+    counts = torch.bincount(train_tokens, minlength=256).tolist()
+    total = sum(counts)
+    return -sum(n / total * math.log(n / total) for n in counts if n)
+
+
 def run(progress: bool = True) -> dict:
     results = compare.compare(PRESET, TASK, seeds=(0,), progress=progress, timings=False)
+    results["unigram_loss"] = unigram_loss()
+    results["uniform_loss"] = math.log(256)
     v = results["variants"]
     results["gaps"] = {name: v[name]["val_loss_mean"] - v["baseline"]["val_loss_mean"] for name in v if name != "baseline"}
     results["gaps"]["diff_v2_vs_baseline_2h"] = v["diff_v2"]["val_loss_mean"] - v["baseline_2h"]["val_loss_mean"]
@@ -93,6 +106,8 @@ def report(results: dict) -> str:
     lines = [f"{results['preset']} on {results['task']} (built-in Shakespeare, byte tokens): {t['steps']} steps × "
              f"{t['batch_size']} sequences × {t['seq_len']} bytes = {results['tokens']:,} tokens, AdamW lr {t['lr']} "
              f"(warmup {t['warmup_steps']}, cosine), seed 0",
+             f"  no context: uniform over 256 bytes = {results['uniform_loss']:.3f}, byte frequencies (unigram) = "
+             f"{results['unigram_loss']:.3f} nats per byte",
              row("", [LABELS[n] for n in names]),
              row("parameters", [f"{v[n]['params']:,}" for n in names]),
              row("attention per layer", [f"{v[n]['attention_per_layer']:,}" for n in names]),
