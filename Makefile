@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: course test test-slow grade lessons-check lessons-sync notebooks-clean gpu-check clean help
+.PHONY: course test test-slow grade lessons-check lessons-sync notebooks-clean gpu-check train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -17,6 +17,7 @@ help:
 	@echo "make grade       grade exercises/ and write results.json (Gradescope format)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
+	@echo "make train-small lesson 08's laptop comparison: every variant x 3 seeds on cpu-small (commit outputs/compare/)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,12 @@ test-slow: $(STAMP)
 # Grades the stubs in exercises/ (not the reference); prints points per exercise.
 grade: $(STAMP)
 	-$(PYTEST) -m graded --impl=exercises --results-json=results.json -q --tb=no -rN
+
+# Lesson 08's laptop comparison (cpu-small, every variant x 3 seeds, on CPU); then lesson 08 picks the results up.
+# Commit outputs/compare/cpu-small-text/ afterwards: its summary.json names the machine.
+train-small: $(STAMP)
+	$(PY) -m diffattn compare --preset cpu-small --seeds 3
+	$(PY) -m diffattn course --lessons 08
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

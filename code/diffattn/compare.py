@@ -28,7 +28,9 @@ from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
 from diffattn.train import ATTENTION, LABELS, PRESETS, build_configs, default_out, train
 
-TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s")
+TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
+# Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12}
 
 
 def run_summary(out: Path) -> dict[str, Any]:
@@ -68,18 +70,19 @@ def machine() -> dict[str, Any]:
 
 
 def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = ATTENTION,
-            progress: bool = True, timings: bool = True) -> dict[str, Any]:
+            progress: bool = True, timings: bool = True, steps: int | None = None) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
     wall-clock figure, leaving only numbers that training computes."""
     started = time.perf_counter()
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
     for variant in variants:
-        model_config, c = build_configs(preset, variant, task=task)
-        model = GPT(model_config)
+        model_config, c = build_configs(preset, variant, task=task, steps=steps)
+        with torch.device("meta"):  # counting only
+            model = GPT(model_config)
         parts = parameter_breakdown(model)
         runs = []
         for seed in seeds:
-            c_seed = build_configs(preset, variant, task=task, seed=seed)[1]
+            c_seed = build_configs(preset, variant, task=task, seed=seed, steps=steps)[1]
             out = default_out(preset, task, variant, seed)
             train(preset, model_config, c_seed, out, overwrite=True, progress=progress)
             runs.append({"seed": seed, **run_summary(out)})
@@ -92,13 +95,17 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
             "val_loss_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
             "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in runs),
         }
-    _, c = build_configs(preset, variants[0], task=task)
+    _, c = build_configs(preset, variants[0], task=task, steps=steps)
     results["train"] = {k: getattr(c, k) for k in ("steps", "batch_size", "seq_len", "lr", "warmup_steps",
                                                   "weight_decay", "grad_clip", "eval_sequences")}
     results["tokens"] = c.steps * c.batch_size * c.seq_len
     if timings:
         results["wall_s"] = time.perf_counter() - started
         results["machine"] = machine()
+        peak = next((f for name, f in PEAK_BF16.items() if name in results["machine"].get("gpu", "")), None)
+        if peak and c.device.startswith("cuda"):  # model FLOPs utilisation: useful FLOPs/s over the bf16 peak
+            for r in results["variants"].values():
+                r["mfu"] = r["flops_per_token"] * r["tokens_per_s"] / peak
         return results
     return without_timings(results)
 
@@ -126,7 +133,8 @@ def format_table(results: dict[str, Any]) -> str:
         diff = f"{r['val_loss_mean'] - base:+.3f}" if base is not None and name != "baseline" else "–"
         lines.append(f"  {LABELS[name]:<10}{r['params']:>10,}{r['attention_per_layer']:>12,}"
                      f"{r['flops_per_token'] / 1e6:>12.2f}M{r['val_loss_mean']:>10.3f}{r['val_loss_std']:>8.3f}"
-                     f"{diff:>9}" + (f"{r['tokens_per_s']:>10,.0f}" if timed else ""))
+                     f"{diff:>9}" + (f"{r['tokens_per_s']:>10,.0f}" if timed else "")
+                     + (f"  MFU {r['mfu']:.1%}" if "mfu" in r else ""))
     if timed:
         m = results["machine"]
         lines.append(f"  all runs: {results['wall_s']:.0f} s on {m['cpu']} ({m['torch_threads']} torch threads), "
@@ -173,9 +181,10 @@ def plot(results: dict[str, Any], path: Path) -> Path:
 def main(args) -> int:
     """`python -m diffattn compare` (options: diffattn.train_options)."""
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
-    build_configs(args.preset, "baseline", task=args.task)  # a bad preset or task fails before anything is trained
+    build_configs(args.preset, "baseline", task=args.task, steps=args.steps)  # bad input fails before any training
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
-    results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress)
+    results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
+                      steps=args.steps)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "summary.json", results)
     table = format_table(results)

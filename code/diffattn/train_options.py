@@ -38,5 +38,6 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESET_NAMES)}")
     parser.add_argument("--task", default="text", help=f"{', '.join(TASK_NAMES)} (default: text)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per variant: 0, 1, … (default 1)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     parser.add_argument("--out", type=Path, default=None, help="default: outputs/compare/<preset>-<task>/")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
