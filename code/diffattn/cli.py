@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from diffattn import experiments, train_options
+from diffattn.eval import command as eval_command
 from diffattn.errors import ConfigError
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     train_options.add_train_arguments(train)
     compare = sub.add_parser("compare", help="train every variant with matched data and budget, tabulate and plot")
     train_options.add_compare_arguments(compare)
+    eval_command.add_parser(sub)
 
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
@@ -264,4 +266,4 @@ def cmd_training(args: argparse.Namespace) -> int:
 
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check, "train": cmd_training,
-            "compare": cmd_training}
+            "compare": cmd_training, "eval": lambda args: eval_command.main(args)}

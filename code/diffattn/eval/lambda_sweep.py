@@ -122,3 +122,32 @@ def best_value(values: Sequence[float], scores: Sequence[float]) -> float:
     finite = [i for i, s in enumerate(scores) if not math.isnan(s)]
     require(bool(finite), "every score is NaN: no setting can be chosen")
     return values[max(finite, key=lambda i: scores[i])]  # max keeps the first maximal index
+
+
+def trained_lambdas(model: nn.Module, inputs: Tensor) -> list[float]:
+    """Per layer: V1's λ, or V2's σ(λ) averaged over the tokens and heads of `inputs` (what the model uses)."""
+    out = []
+    for attn in attention_layers(model):
+        if isinstance(attn, DiffAttentionV1):
+            out.append(attn.lambda_full().item())
+    if out:
+        return out
+    gates = []
+    hooks = [a.lambda_proj.register_forward_hook(lambda _m, _a, o: gates.append(torch.sigmoid(o).mean().item()))
+             for a in attention_layers(model)]
+    with torch.no_grad():
+        model(inputs)
+    for hook in hooks:
+        hook.remove()
+    return gates
+
+
+def sweep_table(model: nn.Module, values: Sequence[float], mode: str, evaluate: Callable[[nn.Module], dict]) -> dict:
+    """evaluate(model) -> {metric: number} at the trained setting and at every value (the model is restored)."""
+    for value in values:
+        check_value(model.config.attention, value, mode)
+    rows = [{"value": None, **evaluate(model)}]
+    for value in values:
+        with patched(model, value, mode):
+            rows.append({"value": value, **evaluate(model)})
+    return {"mode": mode, "trained_value": TRAINED[mode], "rows": rows}
