@@ -40,7 +40,7 @@ def test_needles_answer_is_the_value_of_the_one_record_with_that_key(seed, seq_l
     n, r = layout
     if R.needles_length(n, r, key_len, 2) > seq_len + 1:
         return
-    e = R.needle_example(gen(seed), seq_len, n, r, depth, key_len=key_len, near_duplicates=near)
+    e = R.needle_example(gen(seed), seq_len, n, r, depth, key_len=key_len, value_len=2, near_duplicates=near)
     text = e.text()
     assert len(e.tokens) == seq_len + 1 and len(e.queries) == r and len(e.distractors) == n - r
     records = [text[s:t] for s, t in [q.record for q in e.queries] + list(e.distractors)]
@@ -65,7 +65,7 @@ def test_needles_answer_is_the_value_of_the_one_record_with_that_key(seed, seq_l
 @pytest.mark.parametrize("depth", [0.0, 0.5, 1.0])
 def test_depth_places_the_asked_records(depth):
     for seed in range(5):
-        e = R.needle_example(gen(seed), 128, 4, 2, depth)
+        e = R.needle_example(gen(seed), 128, 4, 2, depth, key_len=2, value_len=2)
         filler_before = [q.record[0] - sum(t - s for s, t in e.distractors + tuple(x.record for x in e.queries)
                                            if t <= q.record[0]) for q in e.queries]
         filler_len = e.context_end - R.needles_length(4, 0, 2, 2)
