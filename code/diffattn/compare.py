@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.nn import functional as F
 
 from diffattn import checkpoint
+from diffattn.data import make_task
 from diffattn.errors import require
 from diffattn.model import GPT, parameter_breakdown
 from diffattn.paths import outputs_dir
@@ -110,6 +112,43 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
     return without_timings(results)
 
 
+def bare_loop_tokens_per_s(preset: str, variant: str, steps: int) -> float:
+    """Median tokens/s of the plainest loop on the same model and batches: batch, forward, loss, backward, AdamW."""
+    model_config, c = build_configs(preset, variant, steps=steps)
+    torch.manual_seed(c.seed)
+    model = GPT(model_config).to(c.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr)
+    task, data_rng = make_task(c.task, c.seq_len), torch.Generator().manual_seed(c.seed + 1)
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        x, y = task.batch(c.batch_size, c.seq_len, data_rng)
+        loss = F.cross_entropy(model(x.to(c.device)).flatten(0, 1), y.to(c.device).flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss.item()  # wait for the step, as the trainer does when it logs the loss
+        times.append(time.perf_counter() - started)
+    return c.batch_size * c.seq_len / statistics.median(times)
+
+
+def overhead(preset: str = "cpu-tiny", variant: str = "baseline", steps: int = 60, repeats: int = 3) -> dict[str, Any]:
+    """The trainer's step (median tokens/s from its metrics) against the bare loop, alternating `repeats` times so
+    that both see the same machine load."""
+    import tempfile
+
+    trainer, bare = [], []
+    for _ in range(repeats):
+        model_config, c = build_configs(preset, variant, steps=steps, eval_every=steps, checkpoint_every=steps)
+        with tempfile.TemporaryDirectory() as tmp:
+            train(preset, model_config, c, tmp, progress=False)
+            trainer.append(statistics.median(r["tokens_per_s"] for r in checkpoint.read_metrics(tmp)[steps // 10:]))
+        bare.append(bare_loop_tokens_per_s(preset, variant, steps))
+    return {"preset": preset, "variant": variant, "steps": steps, "trainer_tokens_per_s": trainer,
+            "bare_tokens_per_s": bare, "ratio": statistics.median(trainer) / statistics.median(bare),
+            "machine": machine()}
+
+
 def without_timings(tree: Any) -> Any:
     """`tree` minus every wall-clock figure (they differ on every run, so no lesson number may depend on them)."""
     if isinstance(tree, dict):
@@ -180,6 +219,14 @@ def plot(results: dict[str, Any], path: Path) -> Path:
 
 def main(args) -> int:
     """`python -m diffattn compare` (options: diffattn.train_options)."""
+    if args.overhead:
+        result = overhead(args.preset, steps=args.steps or 60)
+        print(f"{result['preset']} {result['variant']}: trainer step {statistics.median(result['trainer_tokens_per_s']):,.0f}"
+              f" tokens/s, bare loop {statistics.median(result['bare_tokens_per_s']):,.0f} tokens/s, "
+              f"ratio {result['ratio']:.3f} (medians of {len(result['bare_tokens_per_s'])} alternating runs)")
+        if args.out:
+            write_json_atomic(args.out / "overhead.json", result)
+        return 0
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
     build_configs(args.preset, "baseline", task=args.task, steps=args.steps)  # bad input fails before any training
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"

@@ -26,6 +26,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -288,15 +289,17 @@ def check_resume(out: Path, config: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def interrupt_as_exception() -> Iterator[None]:
-    """Ctrl-C (and torchrun's SIGTERM) become KeyboardInterrupt at a safe point: the loop then saves and exits."""
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous in (signal.SIG_DFL, None):
+    """Ctrl-C (and the SIGTERM torchrun forwards) raise KeyboardInterrupt; the loop then saves the last completed step
+    (with the data generator rewound to it) and exits."""
+    install = (threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
+               and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None))
+    if install:
         signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         yield
     finally:
-        if previous in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+        if install:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path, *, resume: bool = False,
@@ -361,10 +364,12 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
 
     record: dict[str, Any] = {}
     step = start
+    data_state = data_rng.get_state()
     try:
         with interrupt_as_exception(), open(metrics_path, "a") if d.main else contextlib.nullcontext() as log:
             while step < c.steps:
                 started = time.perf_counter()
+                data_state = data_rng.get_state()  # an interrupted step is redone from here on --resume
                 x, y = task.batch(c.batch_size, c.seq_len, data_rng)  # (B, T) the global batch, on every rank
                 counted = int((y != IGNORE_INDEX).sum())
                 rows = slice(d.rank * micro * c.grad_accum, (d.rank + 1) * micro * c.grad_accum)
@@ -410,6 +415,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
                     bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}", refresh=False)
                     bar.update(1)
     except KeyboardInterrupt:
+        data_rng.set_state(data_state)
         save(step)
         raise
     finally:
