@@ -43,6 +43,7 @@ grade: $(STAMP)
 train-small: $(STAMP)
 	$(PY) -m diffattn compare --preset cpu-small --seeds 3
 	$(PY) -m diffattn course --lessons 08
+	$(PY) -m diffattn eval suite --preset cpu-small
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

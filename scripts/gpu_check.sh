@@ -13,6 +13,8 @@
 #      writes summary.json (loss curves, tokens/s, MFU, machine), table.txt and compare.png to $OUT/compare-gpu-small.
 #      GPU_TRAIN_STEPS=N shortens it (the preset's 1,200 steps per variant are sized for about 5 minutes each on an
 #      H100/H200, not yet measured); GPU_TRAIN_STEPS=0 skips it.
+#   6. lessons 09-11 on gpu-small `needles` checkpoints (trained when missing): `python -m diffattn eval suite`
+#      writes one JSON per variant and evaluation to $OUT/eval-gpu-small (skipped with GPU_TRAIN_STEPS=0).
 # Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +48,8 @@ TRAIN_STEPS=${GPU_TRAIN_STEPS:-}
 if [ "$TRAIN_STEPS" != "0" ]; then
     step compare-gpu-small 1800 "$PY" -m diffattn compare --preset gpu-small --no-progress \
         --out "$OUT/compare-gpu-small" ${TRAIN_STEPS:+--steps "$TRAIN_STEPS"}
+    # lessons 09-11 on gpu-small needles checkpoints (trained here when missing): JSON per variant and kind
+    step eval-gpu-small 1200 "$PY" -m diffattn eval suite --preset gpu-small --out "$OUT/eval-gpu-small"
 fi
 echo "results in $OUT"
 exit $status

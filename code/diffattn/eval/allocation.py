@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from diffattn.data.retrieval import Example, collate, examples as draw
-from diffattn.eval.probe import Probe
+from diffattn.eval.probe import Probe, to_model
 from diffattn.eval.retrieval import DEPTHS, check_lengths
 
 PARTS = ("answer", "haystack")
@@ -42,16 +42,18 @@ def masks(e: Example, length: int) -> dict[str, Tensor]:
 
 
 def shares(model: nn.Module, items: Sequence[Example]) -> dict[str, Tensor]:
-    """{part: (queries, layers, heads)} shares of |effective attention| at each asked key's `=` row."""
-    inputs, _ = collate(items)
-    with torch.no_grad(), Probe(model) as probe:
-        model(inputs)
-    maps = probe.effective_maps()  # {layer: (B, heads, T, T)}
-    length = inputs.shape[1]
+    """{part: (queries, layers, heads)} shares of |effective attention| at each asked key's `=` row.
+
+    One example at a time: the probe keeps every layer's full maps, (heads, T, T) per call."""
     out = {part: [] for part in PARTS}
-    for b, e in enumerate(items):
+    for e in items:
+        inputs = to_model(model, collate([e])[0])
+        with torch.no_grad(), Probe(model) as probe:
+            model(inputs)
+        maps = probe.effective_maps()  # {layer: (1, heads, T, T)}
+        length = inputs.shape[1]
         rows = torch.tensor([q.answer[0] for q in e.queries])
-        w = torch.stack([maps[layer][b][:, rows] for layer in sorted(maps)])  # (layers, heads, R, T)
+        w = torch.stack([maps[layer][0][:, rows].cpu() for layer in sorted(maps)])  # (layers, heads, R, T)
         w = w.permute(2, 0, 1, 3).float()  # (R, layers, heads, T)
         total = w.abs().sum(-1)
         for part, mask in masks(e, length).items():
@@ -89,10 +91,10 @@ def example_map(model: nn.Module, length: int, seed: int = 0, layout: tuple[int,
     check_lengths(model, [length])
     (e,) = draw("needles", 1, length, torch.Generator().manual_seed(seed), n_needles=layout[0], n_queries=layout[1],
                 depth=0.5)
-    inputs, _ = collate([e])
+    inputs = to_model(model, collate([e])[0])
     with torch.no_grad(), Probe(model) as probe:
         model(inputs)
     maps = probe.effective_maps()
     layer = max(maps) if layer is None else layer
-    return {"map": maps[layer][0, head].float(), "text": e.text()[:-1], "layer": layer, "head": head,
+    return {"map": maps[layer][0, head].float().cpu(), "text": e.text()[:-1], "layer": layer, "head": head,
             "answer_rows": [q.answer[0] for q in e.queries], "records": [q.record for q in e.queries]}

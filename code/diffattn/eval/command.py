@@ -5,6 +5,8 @@
     outliers      top-1 and median |attention logit| and |hidden state| per layer, on the checkpoint's validation data
     quantize      retrieval accuracy (and validation loss) with attention logits quantized to each --bits width
     lambda-sweep  retrieval accuracy, answer share and answer loss with λ (V1) or σ(λ) (V2) changed at inference
+    suite         every kind above on the `needles` checkpoints of --preset (trained when missing), JSON per variant and
+                  kind in --out (default outputs/eval/<preset>/): what `make train-small` and scripts/gpu_check.sh run
 
 Bad input (a missing, truncated or foreign checkpoint, a context longer than the model's, bits outside 2-16, a V2
 coefficient outside (0, 1), a baseline given to lambda-sweep) is one `error:` line and exit code 2.
@@ -20,14 +22,17 @@ from typing import Any
 from diffattn.errors import ConfigError, require
 
 KINDS = ("retrieval", "allocation", "outliers", "quantize", "lambda-sweep")
+SUITE_VARIANTS = ("baseline", "diff_v1", "diff_v2")
 DEFAULT_VALUES = {"scale": "0,0.5,1,1.5,2", "fixed": None, "offset": "-4,-2,0,2,4"}
 FIXED = {"diff_v1": "0,0.2,0.4,0.6,0.8,1.0", "diff_v2": "0.1,0.3,0.5,0.7,0.9"}
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate a checkpoint: retrieval, allocation, outliers, quantize, lambda-sweep")
-    p.add_argument("kind", choices=KINDS, help="which evaluation")
-    p.add_argument("--ckpt", type=Path, required=True, help="checkpoint directory written by `python -m diffattn train`")
+    p.add_argument("kind", choices=KINDS + ("suite",), help="which evaluation")
+    p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `python -m diffattn train`")
+    p.add_argument("--preset", default=None, help="suite: the preset whose needles checkpoints to evaluate")
+    p.add_argument("--out", type=Path, default=None, help="suite: where the JSON files go")
     p.add_argument("--lengths", default=None, help="comma-separated context lengths (default: max_seq_len/2 and max)")
     p.add_argument("--samples", type=int, default=8, help="examples per (layout, length, depth) cell (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation examples (default 0)")
@@ -80,8 +85,9 @@ def sweep(model, values, mode: str, length: int, samples: int, seed: int) -> dic
     """Per setting: multi-needle accuracy and answer loss (N4R2, every depth) and the best head's answer share."""
     import torch
 
-    from diffattn.data.retrieval import examples
+    from diffattn.data.retrieval import collate, examples
     from diffattn.eval import allocation, lambda_sweep, retrieval
+    from diffattn.eval.probe import to_model
 
     items = examples("needles", samples * len(retrieval.DEPTHS), length, torch.Generator().manual_seed(seed),
                      n_needles=4, n_queries=2)
@@ -93,7 +99,7 @@ def sweep(model, values, mode: str, length: int, samples: int, seed: int) -> dic
                 "answer_share_best_head": share[-1].max().item()}
 
     table = lambda_sweep.sweep_table(model, values, mode, measure)
-    table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, retrieval.collate(items[:samples])[0])
+    table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, to_model(model, collate(items[:samples])[0]))
     return table
 
 
@@ -118,10 +124,30 @@ def summary(kind: str, results: dict) -> str:
                      for r in results["rows"])
 
 
+def suite(args: argparse.Namespace) -> int:
+    from diffattn.checkpoint import load_model
+    from diffattn.paths import outputs_dir
+    from diffattn.results import write_json_atomic
+    from diffattn.train import ensure_checkpoints
+
+    require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
+    out = args.out or outputs_dir() / "eval" / args.preset
+    for variant, directory in ensure_checkpoints(args.preset, "needles", SUITE_VARIANTS, progress=True).items():
+        model, config = load_model(directory, "cuda" if args.preset.startswith("gpu") else "cpu")
+        for kind in KINDS if variant != "baseline" else KINDS[:-1]:
+            results = evaluate(kind, model, config, args)
+            print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
+            write_json_atomic(out / variant / f"{kind.replace('-', '_')}.json", results)
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     from diffattn.checkpoint import load_model
     from diffattn.results import write_json_atomic
 
+    if args.kind == "suite":
+        return suite(args)
+    require(args.ckpt is not None, f"eval {args.kind} needs --ckpt DIR")
     model, config = load_model(args.ckpt)
     results = evaluate(args.kind, model, config, args)
     print(f"{args.kind} on {args.ckpt} ({model.config.attention}):")

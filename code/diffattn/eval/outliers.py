@@ -15,11 +15,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from diffattn.eval.probe import Probe
+from diffattn.eval.probe import Probe, to_model
 
 
 def stats(values: Tensor) -> dict:
-    a = values.detach().float().abs().flatten()
+    a = values.detach().float().abs().flatten().cpu()
     top, median = a.max().item(), a.median().item()
     return {"top1": top, "median": median, "ratio": top / median}
 
@@ -27,14 +27,14 @@ def stats(values: Tensor) -> dict:
 def outliers(model: nn.Module, inputs: Tensor, bins: int = 60) -> dict:
     """Per-layer top-1 / median of |attention logits| and |hidden states|, plus log-spaced histograms."""
     with torch.no_grad(), Probe(model) as probe:
-        model(inputs)
+        model(to_model(model, inputs))
     logits = {layer: torch.cat(parts) for layer, parts in probe.logits_by_layer().items()}
     out = {"tokens": int(inputs.numel()), "logits": [], "hidden": []}
     for layer in sorted(logits):
         out["logits"].append(stats(logits[layer]))
         out["hidden"].append(stats(probe.hidden[layer]))
-    every_logit = torch.cat(list(logits.values())).abs().float()
-    every_hidden = torch.cat([h.flatten() for h in probe.hidden.values()]).abs().float()
+    every_logit = torch.cat(list(logits.values())).abs().float().cpu()
+    every_hidden = torch.cat([h.flatten() for h in probe.hidden.values()]).abs().float().cpu()
     out["histograms"] = {"logits": histogram(every_logit, bins), "hidden": histogram(every_hidden, bins)}
     return out
 

@@ -34,6 +34,12 @@ from diffattn.nn.functional import causal_mask
 Quantizer = Callable[[Tensor, Tensor], Tensor]  # (logits, visible mask) -> logits
 
 
+def to_model(model: nn.Module, tensor: Tensor) -> Tensor:
+    """`tensor` on the model's device (examples are built on the CPU)."""
+    weight = next(model.parameters(), None)
+    return tensor if weight is None else tensor.to(weight.device)
+
+
 @dataclass
 class Call:
     layer: int

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from diffattn.errors import require
-from diffattn.eval.probe import Probe, Quantizer
+from diffattn.eval.probe import Probe, Quantizer, to_model
 from diffattn.eval.retrieval import table2
 
 BITS = (16, 8, 6, 4)
@@ -44,8 +44,9 @@ def absmax_quantizer(bits: int) -> Quantizer:
 def quantized_loss(model: nn.Module, inputs: Tensor, targets: Tensor, bits: int | None) -> float:
     """Mean next-token cross-entropy on (inputs, targets) with the logits quantized to `bits` (None: unquantized)."""
     with torch.no_grad(), Probe(model, record=False, quantizer=None if bits is None else absmax_quantizer(bits)):
-        logits = model(inputs)
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100).item()
+        logits = model(to_model(model, inputs))
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), to_model(model, targets).flatten(),
+                                             ignore_index=-100).item()
 
 
 def quantized_retrieval(model: nn.Module, bits: Sequence[int], lengths: Sequence[int], samples: int, seed: int = 0,

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from diffattn.data.retrieval import TABLE2, Example, collate, examples as draw
 from diffattn.errors import require
-from diffattn.eval.probe import Probe, Quantizer
+from diffattn.eval.probe import Probe, Quantizer, to_model
 from diffattn.progress import Progress
 
 MARGIN = 1e-3
@@ -40,14 +40,14 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 def answered(logits: Tensor, batch: Sequence[Example]) -> list[bool]:
     """One bool per asked key of each example: all its value bytes win by ≥ MARGIN. logits (B, T, vocab)."""
-    top2 = logits.float().topk(2, dim=-1)  # values, indices: (B, T, 2)
+    values, indices = (t.cpu() for t in logits.float().topk(2, dim=-1))  # (B, T, 2) each
     out = []
     for row, e in enumerate(batch):
         for q in e.queries:
             ok = True
             for p in range(*q.answer):
                 target = e.tokens[p + 1]
-                ok &= int(top2.indices[row, p, 0]) == target and float(top2.values[row, p, 0] - top2.values[row, p, 1]) >= MARGIN
+                ok &= int(indices[row, p, 0]) == target and float(values[row, p, 0] - values[row, p, 1]) >= MARGIN
             out.append(ok)
     return out
 
@@ -65,7 +65,7 @@ def run_batches(model: nn.Module, items: Sequence[Example], batch_size: int = 32
     flags, loss, count = [], 0.0, 0
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
-        inputs, targets = collate(batch)
+        inputs, targets = (to_model(model, t) for t in collate(batch))
         with torch.no_grad():
             if quantizer is None:
                 logits = model(inputs)
