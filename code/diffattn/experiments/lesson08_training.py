@@ -24,24 +24,38 @@ from diffattn.data import text
 from diffattn.model import GPT, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
+from diffattn.pure.attention import lambda_init
 from diffattn.train import ATTENTION, LABELS, PRESETS
 
 TITLE = "Training baseline, DIFF V1 and DIFF V2 side by side"
 PRESET = "cpu-tiny"
 TASK = "text"
 
-# Measured by running this lesson with ATEN_CPU_CAPABILITY=default vs the machine's AVX path and with 1 vs 2 threads
-# (see the lesson's "Run it"); the tolerance is several times the largest move seen.
-LOSS = Stable(abs=2e-3)
+# Measured by running this lesson under ATEN_CPU_CAPABILITY=default against the machine's AVX2 path, and with 1 vs 2
+# threads (2026-12-01, AMD EPYC, torch 2.13): baseline, 2h and V2 losses moved by at most 2e-5 and σ(λ) by 1e-6; DIFF
+# V1 moved by 5e-3 in loss and 7e-3 in λ, even between 1 and 2 threads on one kernel path. V1's λ is one scalar per
+# layer multiplying every attention output, so its gradient is a sum over all of them whose order follows the thread
+# split and the vector width; training amplifies that last-digit difference. Tolerances are 3x (V1) to 5x (the others)
+# the moves seen.
+LOSS = Stable(abs=1e-4)
+V1_LOSS = Stable(abs=1.5e-2)
+V1_LAMBDA = Stable(abs=2e-2)
 NUMBER_KINDS = {
+    "variants.diff_v1.runs.*.lambda.*": V1_LAMBDA,
+    "v1_lambda_mean": V1_LAMBDA,
+    "variants.diff_v1.runs.*.curve.val_loss.*": V1_LOSS,
+    "variants.diff_v1.runs.*.train_curve.*": V1_LOSS,
+    "variants.diff_v1.runs.*.val_loss": V1_LOSS,
+    "variants.diff_v1.runs.*.train_loss": V1_LOSS,
+    "variants.diff_v1.val_loss_mean": V1_LOSS,
+    "gaps.diff_v1": Stable(abs=2e-2),
     "variants.*.runs.*.curve.val_loss.*": LOSS,
+    "variants.*.runs.*.train_curve.*": LOSS,
     "variants.*.runs.*.val_loss": LOSS,
     "variants.*.runs.*.train_loss": LOSS,
-    "variants.*.runs.*.train_curve.*": LOSS,
-    "variants.*.runs.*.lambda.*": Stable(abs=2e-3),
-    "variants.*.runs.*.sigma_lambda.*": Stable(abs=2e-3),
+    "variants.*.runs.*.sigma_lambda.*": Stable(abs=1e-4),
     "variants.*.val_loss_mean": LOSS,
-    "gaps.*": Stable(abs=4e-3),
+    "gaps.*": Stable(abs=2e-4),
 }
 
 
@@ -86,9 +100,12 @@ def unigram_loss() -> float:
 
 def run(progress: bool = True) -> dict:
     results = compare.compare(PRESET, TASK, seeds=(0,), progress=progress, timings=False)
-    results["unigram_loss"] = unigram_loss()
-    results["uniform_loss"] = math.log(256)
     v = results["variants"]
+    results["unigram_loss"] = unigram_loss()
+    final_lambda = v["diff_v1"]["runs"][0]["lambda"][-1]
+    results["v1_lambda_mean"] = sum(final_lambda) / len(final_lambda)
+    results["v1_lambda_init"] = [lambda_init(depth) for depth in range(len(final_lambda))]
+    results["uniform_loss"] = math.log(256)
     results["gaps"] = {name: v[name]["val_loss_mean"] - v["baseline"]["val_loss_mean"] for name in v if name != "baseline"}
     results["gaps"]["diff_v2_vs_baseline_2h"] = v["diff_v2"]["val_loss_mean"] - v["baseline_2h"]["val_loss_mean"]
     results["presets"] = preset_table()
@@ -102,6 +119,9 @@ def report(results: dict) -> str:
     def row(label: str, cells) -> str:
         return f"  {label:<28}" + "".join(f"{cell:>12}" for cell in cells)
 
+    def loss(variant: str, x: float) -> str:
+        return f"{x:.1f}" if variant == "diff_v1" else f"{x:.2f}"
+
     names = list(v)
     lines = [f"{results['preset']} on {results['task']} (built-in Shakespeare, byte tokens): {t['steps']} steps × "
              f"{t['batch_size']} sequences × {t['seq_len']} bytes = {results['tokens']:,} tokens, AdamW lr {t['lr']} "
@@ -112,13 +132,15 @@ def report(results: dict) -> str:
              row("parameters", [f"{v[n]['params']:,}" for n in names]),
              row("attention per layer", [f"{v[n]['attention_per_layer']:,}" for n in names]),
              row("training FLOPs per token", [f"{v[n]['flops_per_token'] / 1e3:,.0f}k" for n in names]),
-             row("validation loss, first eval", [f"{v[n]['runs'][0]['curve']['val_loss'][0]:.2f}" for n in names]),
-             row("validation loss, last", [f"{v[n]['val_loss_mean']:.2f}" for n in names]),
-             row("  vs baseline", ["–" if n == "baseline" else f"{results['gaps'][n]:+.2f}" for n in names])]
-    run1 = v["diff_v1"]["runs"][0]
-    lines.append("  DIFF V1 λ per layer, last eval: " + ", ".join(f"{x:.2f}" for x in run1["lambda"][-1]))
-    run2 = v["diff_v2"]["runs"][0]
-    lines.append("  DIFF V2 mean σ(λ) per layer, last eval: " + ", ".join(f"{x:.2f}" for x in run2["sigma_lambda"][-1]))
+             row("validation loss after step 1", [f"{v[n]['runs'][0]['curve']['val_loss'][0]:.1f}" for n in names]),
+             row("validation loss, last", [loss(n, v[n]["val_loss_mean"]) for n in names]),
+             f"  DIFF V2 − baseline: {results['gaps']['diff_v2']:+.2f}; DIFF V2 − 2h heads: "
+             f"{results['gaps']['diff_v2_vs_baseline_2h']:+.2f}; 2h heads − baseline: {results['gaps']['baseline_2h']:+.2f}",
+             f"  DIFF V1 λ, mean over layers at the last eval: {results['v1_lambda_mean']:.1f} (λ_init: "
+             + ", ".join(f"{x:.2f}" for x in results["v1_lambda_init"]) + ")",
+             "  DIFF V2 mean σ(λ) per layer, last eval: "
+             + ", ".join(f"{x:.2f}" for x in v["diff_v2"]["runs"][0]["sigma_lambda"][-1]),
+             "  (V1's figures carry one decimal: they move in the third on another CPU or thread count)"]
     for name, m in results["measured"].items():
         mach = m["machine"]
         lines += ["", f"{name}, {m['seeds']} seeds, {m['tokens']:,} tokens per run (outputs/compare/{name}-text, "
