@@ -28,7 +28,7 @@ from diffattn.errors import require
 from diffattn.model import GPT, parameter_breakdown
 from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
-from diffattn.train import ATTENTION, LABELS, PRESETS, build_configs, default_out, train
+from diffattn.train import ATTENTION, LABELS, build_configs, default_out, train
 
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
 # Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.

@@ -307,6 +307,8 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     """Train, checkpointing into `out`; returns the last metrics record. Every bad input fails (ConfigError) before
     `out` is touched."""
     out = Path(out)
+    require(model_config.vocab_size == VOCAB_SIZE, f"every task is bytes: vocab_size must be {VOCAB_SIZE} "
+                                                   f"(got {model_config.vocab_size})")
     config = run_config(preset, model_config, c)
     task = make_task(c.task, c.seq_len, c.data, c.task_options)
     d = init_distributed(c.device)
@@ -351,7 +353,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
         from tqdm import tqdm
 
         bar = tqdm(total=c.steps, initial=start, desc=f"{preset} {c.task} {LABELS[c.variant]}", unit="step",
-                   file=sys.stderr, dynamic_ncols=True)
+                   file=sys.stderr, dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)  # logs: rarely
 
     saved = start if state is not None else None
 

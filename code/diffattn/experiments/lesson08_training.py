@@ -25,7 +25,7 @@ from diffattn.model import GPT, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
 from diffattn.pure.attention import lambda_init
-from diffattn.train import ATTENTION, LABELS, PRESETS
+from diffattn.train import LABELS, PRESETS
 
 TITLE = "Training baseline, DIFF V1 and DIFF V2 side by side"
 PRESET = "cpu-tiny"
