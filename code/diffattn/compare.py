@@ -28,7 +28,7 @@ from diffattn.errors import require
 from diffattn.model import GPT, parameter_breakdown
 from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
-from diffattn.train import ATTENTION, LABELS, build_configs, default_out, train
+from diffattn.train import ATTENTION, LABELS, build_configs, default_out, train, train_fresh
 
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
 # Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.
@@ -86,7 +86,7 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
         for seed in seeds:
             c_seed = build_configs(preset, variant, task=task, seed=seed, steps=steps)[1]
             out = default_out(preset, task, variant, seed)
-            train(preset, model_config, c_seed, out, overwrite=True, progress=progress)
+            train_fresh(preset, model_config, c_seed, out, progress=progress)
             runs.append({"seed": seed, **run_summary(out)})
         finals = [r["val_loss"] for r in runs]
         results["variants"][variant] = {

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -433,6 +434,26 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
+def train_fresh(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
+                progress: bool = False) -> dict[str, Any]:
+    """Train from scratch into a private sibling of `out`, then swap it in: another process reading or training the
+    same `out` (a test, another lesson) never sees a half-written run."""
+    out = Path(out)
+    private = out.with_name(f".{out.name}.{os.getpid()}")
+    try:
+        last = train(preset, model_config, c, private, overwrite=True, progress=progress)
+        for _ in range(3):  # another process may put its copy back between the two calls
+            shutil.rmtree(out, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.replace(private, out)
+                break
+        else:
+            raise ConfigError(f"could not replace {out}: another process keeps writing it")
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    return last
+
+
 def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: tuple[str, ...] = ATTENTION,
                        progress: bool = False) -> dict[str, Path]:
     """outputs/checkpoints/<preset>/<task>/<variant>/ for each variant, training the ones that are missing, stale
@@ -442,7 +463,7 @@ def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: t
         model, c = build_configs(preset, variant, task=task)
         out = default_out(preset, task, variant, c.seed)
         if not _finished(out, run_config(preset, model, c)):
-            train(preset, model, c, out, overwrite=True, progress=progress)
+            train_fresh(preset, model, c, out, progress=progress)
         dirs[variant] = out
     return dirs
 
