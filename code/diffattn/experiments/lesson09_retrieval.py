@@ -134,12 +134,15 @@ def heatmaps(results: dict, outdir: Path) -> Path:
         with one_thread():
             ex = allocation.example_map(model, model.config.max_seq_len, head=best["head"])
         w = ex["map"]
-        limit = float(w.abs().max())
+        limit = float(w[w != 0].abs().quantile(0.99))  # the first rows' near-one-hot weights would wash out the rest
         ax.imshow(w, cmap="RdBu_r", vmin=-limit, vmax=limit)
+        for row in ex["answer_rows"]:
+            ax.axhline(row, color="black", linewidth=0.5, linestyle=":")
         for s, t in ex["records"]:
             ax.axvspan(s - 0.5, t - 0.5, color="gold", alpha=0.25)
         ax.set_title(f"{LABELS[variant]}: layer {ex['layer']}, head {ex['head']}", fontsize=9)
-        ax.set_xlabel("key position (gold: asked records)")
+        ax.set_xlabel("key position")
         ax.set_ylabel("query position")
-    fig.suptitle("Effective attention (red > 0, blue < 0) on one needles example")
+    fig.suptitle("Effective attention on one example (red > 0, blue < 0, clipped at the 99th percentile; gold: the asked "
+                 "records; dotted: the queries' `=` rows)", fontsize=10)
     return save(fig, outdir / "09-allocation-heatmaps.png")
