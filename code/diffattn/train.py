@@ -197,6 +197,7 @@ def training_flops_per_token(model: GPTConfig, variant: str, seq_len: int) -> in
 class Dist:
     rank: int = 0
     world: int = 1
+    distributed: bool = False
 
     @property
     def main(self) -> bool:
@@ -204,9 +205,9 @@ class Dist:
 
 
 def init_distributed(device: str) -> Dist:
-    """torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them this is a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    """torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them this is a single process. Under torchrun even one
+    rank joins a process group and runs DDP, so `--nproc_per_node=1` exercises the NCCL path on a one-GPU machine."""
+    if "RANK" not in os.environ:
         return Dist()
     import torch.distributed as dist
 
@@ -214,11 +215,11 @@ def init_distributed(device: str) -> Dist:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size())
+    return Dist(dist.get_rank(), dist.get_world_size(), distributed=True)
 
 
 def all_reduce_sum(value: Tensor, d: Dist) -> Tensor:
-    if d.world > 1:
+    if d.distributed:
         import torch.distributed as dist
 
         dist.all_reduce(value)
@@ -318,8 +319,8 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     state = check_resume(out, config) if resume else None
     require(resume or overwrite or not checkpoint.has_checkpoint(out),
             f"{out} already holds a checkpoint: pass --resume to continue it, or choose another --out")
-    device = torch.device(c.device if not c.device.startswith("cuda") or d.world == 1 else
-                          f"cuda:{os.environ.get('LOCAL_RANK', '0')}")
+    device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if d.distributed and c.device.startswith("cuda")
+                          else c.device)
 
     torch.manual_seed(c.seed)  # the initial weights: the same for every rank and every (W, A)
     model = GPT(model_config).to(device)
@@ -333,7 +334,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
         restore_rng(state["rng"], data_rng)
         start = state["step"]
     step_model: nn.Module = torch.compile(model) if c.compile else model
-    if d.world > 1:
+    if d.distributed:
         step_model = nn.parallel.DistributedDataParallel(step_model)
     val_x, val_y = task.validation(c.eval_sequences, c.seq_len)
     val_x, val_y = val_x.to(device), val_y.to(device)
@@ -381,7 +382,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
                 for m in range(c.grad_accum):
                     xm, ym = x[m * micro:(m + 1) * micro], y[m * micro:(m + 1) * micro]
                     last = m == c.grad_accum - 1
-                    sync = contextlib.nullcontext() if last or d.world == 1 else step_model.no_sync()
+                    sync = contextlib.nullcontext() if last or not d.distributed else step_model.no_sync()
                     with sync:
                         with autocast():
                             logits = step_model(xm)  # (micro, T, vocab)
@@ -424,7 +425,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     finally:
         if bar is not None:
             bar.close()
-    if d.world > 1:
+    if d.distributed:
         import torch.distributed as dist
 
         dist.barrier()  # rank 0 has written the last checkpoint before any rank returns
