@@ -177,7 +177,8 @@ def format_table(results: dict[str, Any]) -> str:
     if timed:
         m = results["machine"]
         lines.append(f"  all runs: {results['wall_s']:.0f} s on {m['cpu']} ({m['torch_threads']} torch threads), "
-                     f"torch {m['torch']}, {m['date']}" + (f", {m['gpu']}" if "gpu" in m else ""))
+                     f"torch {m['torch']}, {m['date']}" + (f", {m['gpu']}" if "gpu" in m else "")
+                     + (f" ({m['note']})" if "note" in m else ""))
     return "\n".join(lines)
 
 
@@ -224,6 +225,8 @@ def main(args) -> int:
         print(f"{result['preset']} {result['variant']}: trainer step {statistics.median(result['trainer_tokens_per_s']):,.0f}"
               f" tokens/s, bare loop {statistics.median(result['bare_tokens_per_s']):,.0f} tokens/s, "
               f"ratio {result['ratio']:.3f} (medians of {len(result['bare_tokens_per_s'])} alternating runs)")
+        if args.note:
+            result["machine"]["note"] = args.note
         if args.out:
             write_json_atomic(args.out / "overhead.json", result)
         return 0
@@ -232,6 +235,8 @@ def main(args) -> int:
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
     results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
                       steps=args.steps)
+    if args.note:
+        results["machine"]["note"] = args.note
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "summary.json", results)
     table = format_table(results)

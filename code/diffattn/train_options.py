@@ -40,6 +40,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=1, help="seeds per variant: 0, 1, … (default 1)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     parser.add_argument("--out", type=Path, default=None, help="default: outputs/compare/<preset>-<task>/")
+    parser.add_argument("--note", default=None, help="a remark stored with the machine, e.g. 'shared with other jobs'")
     parser.add_argument("--overhead", action="store_true",
                         help="instead: time the trainer's step against a bare loop on the same model (baseline)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

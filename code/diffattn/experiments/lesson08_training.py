@@ -143,8 +143,9 @@ def report(results: dict) -> str:
              "  (V1's figures carry one decimal: they move in the third on another CPU or thread count)"]
     for name, m in results["measured"].items():
         mach = m["machine"]
-        lines += ["", f"{name}, {m['seeds']} seeds, {m['tokens']:,} tokens per run (outputs/compare/{name}-text, "
-                      f"{mach['cpu']}, {mach['torch_threads']} threads, {mach['date']}):",
+        lines += ["", f"{name}, {m['seeds']} seed(s), {m['tokens']:,} tokens per run (outputs/compare/{name}-text, "
+                      f"{mach['cpu']}, {mach['torch_threads']} thread(s), {mach['date']}"
+                      + (f"; {mach['note']}" if "note" in mach else "") + "):",
                   row("", [LABELS[n] for n in m["variants"]]),
                   row("validation loss, mean", [f"{r['val_loss_mean']:.3f}" for r in m["variants"].values()]),
                   row("  std over seeds", [f"{r['val_loss_std']:.3f}" for r in m["variants"].values()]),
