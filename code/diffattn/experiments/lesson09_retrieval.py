@@ -17,7 +17,7 @@ from pathlib import Path
 from diffattn.checkpoint import load_model, read_metrics
 from diffattn.eval import allocation, retrieval
 from diffattn.experiments.lesson07_small_gpt import one_thread
-from diffattn.numberkinds import Stable
+from diffattn.numberkinds import Bound, Stable
 from diffattn.pure.accounting import LABELS
 
 TITLE = "Multi-needle retrieval and attention allocation"
@@ -26,16 +26,20 @@ VARIANTS = ("baseline", "diff_v1", "diff_v2")
 SAMPLES = 10  # examples per (layout, length, depth) cell: 4 × 2 × 5 × 10 = 400 examples, 700 asked keys per variant
 ALLOCATION_SAMPLES = 8  # examples per depth for the attention shares
 
-# Trained weights move with the CPU's kernels (lesson 08: losses stable to 2e-3), and so do the decisions that
-# rest on them. Not yet calibrated across kernel paths for this lesson: these are deliberately wide.
-ACCURACY = Stable(abs=0.03)
+# Trained weights move with the CPU's kernels, and so does everything measured on them. Calibrated by retraining the
+# checkpoints and rerunning this lesson with ATEN_CPU_CAPABILITY=default (vs AVX2, same machine): the largest moves
+# were 0.015 (baseline answer loss at the end), 0.025 (a layout's accuracy), 0.028 (an interval's end) and 0.021 (a
+# depth's answer loss); the tolerances are about twice that. The best head's index is decided by near-ties between
+# similar heads: reported for the heatmap, never quoted.
+ACCURACY = Stable(abs=0.05)
 NUMBER_KINDS = {
-    "variants.*.retrieval.*.answered": Stable(abs=25),
+    "variants.*.retrieval.*.answered": Stable(abs=40),
     "variants.*.retrieval.*.accuracy": ACCURACY,
     "variants.*.retrieval.*.ci95.*": ACCURACY,
-    "variants.*.retrieval.*.answer_loss": Stable(abs=0.02),
-    "variants.*.allocation.*": Stable(abs=0.02),
-    "variants.*.val_loss": Stable(abs=2e-3),
+    "variants.*.retrieval.*.answer_loss": Stable(abs=0.05),
+    "variants.*.allocation.best_head.head": Bound(at_least=0),
+    "variants.*.allocation.*": Stable(abs=0.03),
+    "variants.*.val_loss": Stable(abs=0.03),
 }
 
 
