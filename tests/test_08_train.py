@@ -115,7 +115,7 @@ def test_bad_checkpoints_give_one_line_errors(tmp_path, problem, finished_run):
 
 
 def test_resume_after_a_kill_equals_the_uninterrupted_run(tmp_path):
-    args = [*QUICK, "--attention", "diff_v1", "--steps", "40", "--checkpoint-every", "5"]
+    args = [*QUICK, "--attention", "diff_v1", "--steps", "24", "--checkpoint-every", "4"]
     whole = cli_run("train", *args, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
     out = tmp_path / "killed"
@@ -123,12 +123,12 @@ def test_resume_after_a_kill_equals_the_uninterrupted_run(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if len(checkpoint.read_metrics(out)) >= 12:  # past the checkpoints of steps 5 and 10
+        if len(checkpoint.read_metrics(out)) >= 10:  # past the checkpoints of steps 4 and 8
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert checkpoint.load_checkpoint(out)["step"] < 40, "the run finished before it could be killed"
+    assert checkpoint.load_checkpoint(out)["step"] < 24, "the run finished before it could be killed"
     resumed = cli_run("train", *args, "--out", str(out), "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert untimed(checkpoint.read_metrics(out)) == untimed(checkpoint.read_metrics(tmp_path / "whole"))
