@@ -7,8 +7,9 @@
   measured   the comparisons committed under outputs/compare/<preset>-text/ by `python -m diffattn compare`
              (`make train-small`): seed spread and timings, with the machine they ran on. Read, not recomputed
 
-Training is deterministic on one machine; on another CPU the kernels round differently and training amplifies it, so
-every loss and λ here is Stable with a tolerance measured across kernel paths and thread counts (NUMBER_KINDS).
+Training runs in one thread and is deterministic on one machine; on another CPU the kernels round differently and
+training amplifies it, so every loss and λ here is Stable with a tolerance measured across kernel paths and thread
+counts (NUMBER_KINDS).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 
 from diffattn import compare
 from diffattn.data import text
+from diffattn.experiments.lesson07_small_gpt import one_thread
 from diffattn.model import GPT, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
@@ -99,7 +101,8 @@ def unigram_loss() -> float:
 
 
 def run(progress: bool = True) -> dict:
-    results = compare.compare(PRESET, TASK, seeds=(0,), progress=progress, timings=False)
+    with one_thread():  # as lesson 07: the numbers then do not depend on the machine's core count
+        results = compare.compare(PRESET, TASK, seeds=(0,), progress=progress, timings=False)
     v = results["variants"]
     results["unigram_loss"] = unigram_loss()
     final_lambda = v["diff_v1"]["runs"][0]["lambda"][-1]
