@@ -17,7 +17,7 @@ from diffattn.checkpoint import load_model
 from diffattn.data import make_task
 from diffattn.eval import outliers, quantize
 from diffattn.experiments.lesson07_small_gpt import one_thread
-from diffattn.numberkinds import Stable
+from diffattn.numberkinds import Bound, Stable
 from diffattn.pure.accounting import LABELS
 
 TITLE = "Activation outliers and low-bit attention"
@@ -26,16 +26,18 @@ VARIANTS = ("baseline", "diff_v1", "diff_v2")
 WINDOWS = 16
 SAMPLES = 4  # needles examples per (layout, length, depth) cell, per bit width
 
-# Not yet calibrated across kernel paths: deliberately wide (trained weights move with the CPU, lesson 08).
+# Calibrated by retraining the checkpoints and rerunning this lesson with ATEN_CPU_CAPABILITY=default (vs AVX2, same
+# machine): the largest moves were 7% (DIFF V1's top hidden value), 6% (a top-1/median ratio), 0.008 (a text loss),
+# 0.014 (an accuracy) and 0.017 (an answer loss); the tolerances are about twice that. The histograms are for the
+# figures only (Bound(at_least=0): never quoted).
 NUMBER_KINDS = {
-    "variants.*.outliers.*.ratio": Stable(rel=0.05),
-    "variants.*.outliers.*.top1": Stable(rel=0.05),
-    "variants.*.outliers.*.median": Stable(rel=0.05),
-    "variants.*.text_loss.*": Stable(abs=5e-3),
+    "variants.*.outliers.*": Stable(rel=0.15),
+    "variants.*.histograms.*": Bound(at_least=0),
+    "variants.*.text_loss.*": Stable(abs=0.02),
     "variants.*.retrieval.*.answered": Stable(abs=10),
-    "variants.*.retrieval.*.accuracy": Stable(abs=0.03),
-    "variants.*.retrieval.*.ci95.*": Stable(abs=0.03),
-    "variants.*.retrieval.*.answer_loss": Stable(abs=0.02),
+    "variants.*.retrieval.*.accuracy": Stable(abs=0.05),
+    "variants.*.retrieval.*.ci95.*": Stable(abs=0.05),
+    "variants.*.retrieval.*.answer_loss": Stable(abs=0.05),
 }
 
 
