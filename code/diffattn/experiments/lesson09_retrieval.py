@@ -46,7 +46,8 @@ NUMBER_KINDS = {
 def checkpoints(progress: bool = False) -> dict[str, Path]:
     from diffattn.train import ensure_checkpoints
 
-    return ensure_checkpoints(PRESET, TASK, VARIANTS, progress=progress)
+    with one_thread():  # as lesson 08: the weights do not depend on the machine's core count
+        return ensure_checkpoints(PRESET, TASK, VARIANTS, progress=progress)
 
 
 def run(progress: bool = True) -> dict:

@@ -44,8 +44,9 @@ NUMBER_KINDS = {
 def run(progress: bool = True) -> dict:
     from diffattn.train import ensure_checkpoints
 
-    text_dirs = ensure_checkpoints(PRESET, "text", VARIANTS, progress=progress)
-    needle_dirs = ensure_checkpoints(PRESET, "needles", VARIANTS, progress=progress)
+    with one_thread():  # as lesson 08: the weights do not depend on the machine's core count
+        text_dirs = ensure_checkpoints(PRESET, "text", VARIANTS, progress=progress)
+        needle_dirs = ensure_checkpoints(PRESET, "needles", VARIANTS, progress=progress)
     out = {"preset": PRESET, "bits": list(quantize.BITS), "windows": WINDOWS, "samples_per_cell": SAMPLES,
            "variants": {}}
     with one_thread():

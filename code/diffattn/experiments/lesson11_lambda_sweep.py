@@ -43,7 +43,8 @@ NUMBER_KINDS = {
 def run(progress: bool = True) -> dict:
     from diffattn.train import ensure_checkpoints
 
-    dirs = ensure_checkpoints(PRESET, TASK, tuple(SWEEPS), progress=progress)
+    with one_thread():  # as lesson 08: the weights do not depend on the machine's core count
+        dirs = ensure_checkpoints(PRESET, TASK, tuple(SWEEPS), progress=progress)
     out = {"preset": PRESET, "length": LENGTH, "samples_per_depth": SAMPLES, "variants": {}}
     with one_thread():
         for variant, modes in SWEEPS.items():
