@@ -86,8 +86,11 @@ def measured() -> dict:
         s = json.loads(path.read_text())
         found[name] = {"seeds": len(s["seeds"]), "tokens": s["tokens"], "wall_s": s["wall_s"], "machine": s["machine"],
                        "variants": {v: {k: r[k] for k in ("val_loss_mean", "val_loss_std", "tokens_per_s")}
-                                    | {"wall_s": [run["wall_s"] for run in r["runs"]]}
+                                    | {"val_loss": [run["val_loss"] for run in r["runs"]],
+                                       "wall_s": [run["wall_s"] for run in r["runs"]]}
                                     for v, r in s["variants"].items()}}
+        base = found[name]["variants"]["baseline"]["val_loss_mean"]
+        found[name]["gaps"] = {v: r["val_loss_mean"] - base for v, r in found[name]["variants"].items()}
     return found
 
 
@@ -152,6 +155,7 @@ def report(results: dict) -> str:
                   row("", [LABELS[n] for n in m["variants"]]),
                   row("validation loss, mean", [f"{r['val_loss_mean']:.3f}" for r in m["variants"].values()]),
                   row("  std over seeds", [f"{r['val_loss_std']:.3f}" for r in m["variants"].values()]),
+                  row("  − baseline", [f"{g:+.3f}" if v != "baseline" else "–" for v, g in m["gaps"].items()]),
                   row("tokens/s", [f"{r['tokens_per_s']:,.0f}" for r in m["variants"].values()]),
                   f"  all {len(m['variants'])} variants × {m['seeds']} seeds: {m['wall_s']:.0f} s of wall time"]
     return "\n".join(lines)
