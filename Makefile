@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check clean help
+.PHONY: course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -19,6 +19,7 @@ help:
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
+	@echo "make train-small lesson 08's laptop comparison: every variant x 3 seeds on cpu-small (commit outputs/compare/)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +54,13 @@ gradescope-zip:
 # `make mutation LESSON=03` (minutes on 2 cores); scores in tests/grading/README.md.
 mutation: $(STAMP)
 	$(PY) -m tests.grading.mutation $(or $(LESSON),$(error usage: make mutation LESSON=01))
+
+# Lesson 08's laptop comparison (cpu-small, every variant x 3 seeds, on CPU); then lesson 08 picks the results up.
+# Commit outputs/compare/cpu-small-text/ afterwards: its summary.json names the machine.
+train-small: $(STAMP)
+	$(PY) -m diffattn compare --preset cpu-small --seeds 3
+	$(PY) -m diffattn course --lessons 08
+	$(PY) -m diffattn eval suite --preset cpu-small
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

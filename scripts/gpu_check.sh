@@ -9,7 +9,12 @@
 #      for equal and 2d-wide values, whole modules in bf16 (lesson 06)
 #   3. the GPU tests (tests/test_gpu.py), when pytest is installed
 #   4. `python -m diffattn bench --device cuda`: calibration (copy GB/s, bf16 GEMM) and attention ops fwd / fwd+bwd
-# Training presets for the GPU track arrive with lesson 08; until then there is none to run.
+#   5. lesson 08's gpu-small preset, every variant (bf16, compiled): `python -m diffattn compare --preset gpu-small`
+#      writes summary.json (loss curves, tokens/s, MFU, machine), table.txt and compare.png to $OUT/compare-gpu-small.
+#      GPU_TRAIN_STEPS=N shortens it (the preset's 1,200 steps per variant are sized for about 5 minutes each on an
+#      H100/H200, not yet measured); GPU_TRAIN_STEPS=0 skips it.
+#   6. lessons 09-11 on gpu-small `needles` checkpoints (trained when missing): `python -m diffattn eval suite`
+#      writes one JSON per variant and evaluation to $OUT/eval-gpu-small (skipped with GPU_TRAIN_STEPS=0).
 # Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results").
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +44,12 @@ else
     echo "== gpu-tests skipped: pytest is not installed here (gpu-check above runs the same checks)"
 fi
 step bench 300 "$PY" -m diffattn bench --device cuda --no-hf --out "$OUT/bench-cuda.json"
+TRAIN_STEPS=${GPU_TRAIN_STEPS:-}
+if [ "$TRAIN_STEPS" != "0" ]; then
+    step compare-gpu-small 1800 "$PY" -m diffattn compare --preset gpu-small --no-progress \
+        --out "$OUT/compare-gpu-small" ${TRAIN_STEPS:+--steps "$TRAIN_STEPS"}
+    # lessons 09-11 on gpu-small needles checkpoints (trained here when missing): JSON per variant and kind
+    step eval-gpu-small 1200 "$PY" -m diffattn eval suite --preset gpu-small --out "$OUT/eval-gpu-small"
+fi
 echo "results in $OUT"
 exit $status

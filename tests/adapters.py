@@ -38,6 +38,10 @@ EXERCISES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "05.2": ("λ_init(depth)", "ex05_diff_v1", ("lambda_init",)),
     "05.3": ("per-head RMSNorm and (1 − λ_init) scale", "ex05_diff_v1", ("headwise_norm",)),
     "07.1": ("DIFF V2 with GQA (8 KV / 32 heads)", "ex07_v2_gqa", ("diff_v2_gqa_attention", "query_head_groups")),
+    "11.1": ("V1 layer with λ replaced", "ex11_lambda_sweep", ("v1_forward",)),
+    "11.2": ("V2 layer with σ(λ) replaced", "ex11_lambda_sweep", ("v2_forward",)),
+    "11.3": ("λ sweep: patch, evaluate, restore", "ex11_lambda_sweep", ("sweep_model",)),
+    "11.4": ("pick the best setting", "ex11_lambda_sweep", ("best_value",)),
 }
 
 REFERENCE: dict[str, str] = {
@@ -56,6 +60,10 @@ REFERENCE: dict[str, str] = {
     "headwise_norm": "diffattn.nn.functional:headwise_norm",
     "diff_v2_gqa_attention": "diffattn.nn.functional:diff_v2_gqa_attention",
     "query_head_groups": "diffattn.nn.functional:query_head_groups",
+    "v1_forward": "diffattn.eval.lambda_sweep:v1_forward",
+    "v2_forward": "diffattn.eval.lambda_sweep:v2_forward",
+    "sweep_model": "diffattn.eval.lambda_sweep:sweep_model",
+    "best_value": "diffattn.eval.lambda_sweep:best_value",
 }
 
 # What each docstring promises to return. "number" is an int or a float (an element of the caller's grid, say).

@@ -27,7 +27,7 @@ from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
-TORCH_LESSONS = {"05", "06", "07"}
+TORCH_LESSONS = {"05", "06", "07", "11"}
 BROKEN = re.compile(r"\b(NameError|UnboundLocalError|ImportError|ModuleNotFoundError|SyntaxError|NotImplementedError)\b")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -16,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from diffattn import experiments
+from diffattn import experiments, train_options
+from diffattn.eval import command as eval_command
 from diffattn.errors import ConfigError
 from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.paths import lessons_dir, outputs_dir
@@ -104,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--fail-below-full", action="store_true",
                        help="exit 3 unless every graded test passed (for GitHub Classroom's command grader)")
     grade.add_argument("--details", action="store_true", help="also print every failing test's message")
+
+    train = sub.add_parser("train", help="train one variant on one task (lesson 08); works under torchrun")
+    train_options.add_train_arguments(train)
+    compare = sub.add_parser("compare", help="train every variant with matched data and budget, tabulate and plot")
+    train_options.add_compare_arguments(compare)
+    eval_command.add_parser(sub)
 
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
@@ -306,5 +314,12 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0 if report["agreement_ok"] else 1
 
 
+def cmd_training(args: argparse.Namespace) -> int:
+    """`train` and `compare` (lesson 08): diffattn.train.main, diffattn.compare.main."""
+    _require_torch(args.command)
+    return importlib.import_module(f"diffattn.{args.command}").main(args)
+
+
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
-            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade}
+            "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade, "train": cmd_training,
+            "compare": cmd_training, "eval": lambda args: eval_command.main(args)}

@@ -27,8 +27,13 @@ LESSONS = {
     "05": "diffattn.experiments.lesson05_diff_v1_torch",
     "06": "diffattn.experiments.lesson06_kernels",
     "07": "diffattn.experiments.lesson07_small_gpt",
+    "08": "diffattn.experiments.lesson08_training",
+    "09": "diffattn.experiments.lesson09_retrieval",
+    "10": "diffattn.experiments.lesson10_outliers",
+    "11": "diffattn.experiments.lesson11_lambda_sweep",
 }
-REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",)}
+REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",), "08": ("torch", "tqdm"), "09": ("torch", "tqdm"),
+            "10": ("torch", "tqdm"), "11": ("torch", "tqdm")}
 
 
 def normalise(number: str) -> str:

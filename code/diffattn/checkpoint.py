@@ -1,0 +1,106 @@
+"""Lesson 08: the checkpoint format that the trainer writes and lessons 09–11 read.
+
+A checkpoint is a directory:
+
+    DIR/checkpoint.pt    torch.save of {"model": state_dict, "optimizer": …, "scheduler": …, "step": int,
+                                        "rng": {"torch": …, "data": …, "cuda": …}, "config": CONFIG}
+    DIR/config.json      CONFIG again, readable: {"model": GPTConfig fields, "train": TrainConfig fields, "task": …}
+    DIR/metrics.jsonl    one JSON object per logged step (written by diffattn.train, read by anyone)
+
+Every file is written to a temporary name in DIR and renamed over the old one (`os.replace` is atomic on one file
+system), so a run killed mid-save leaves the previous checkpoint whole. Loading fails with a one-line ConfigError
+naming the problem (missing, truncated, corrupt, unknown variant) instead of a pickle traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from diffattn.errors import ConfigError, require
+from diffattn.model import GPT, VARIANTS, GPTConfig
+
+CHECKPOINT_FILE = "checkpoint.pt"
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+KEYS = ("model", "optimizer", "scheduler", "step", "rng", "config")
+
+
+def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write `path` through `write(file)` into a temporary sibling, then rename it over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(directory: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    scheduler: Any, step: int, rng: dict[str, Any], config: dict[str, Any]) -> Path:
+    """Write DIR/checkpoint.pt and DIR/config.json atomically; `model` is the bare GPT (not a DDP or compiled
+    wrapper), `config` is JSON-serialisable. Returns the directory."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "step": step, "rng": rng, "config": config}
+    _write_atomic(directory / CHECKPOINT_FILE, lambda f: torch.save(state, f))
+    _write_atomic(directory / CONFIG_FILE, lambda f: f.write(json.dumps(config, indent=1) + "\n"), mode="w")
+    return directory
+
+
+def has_checkpoint(directory: str | Path) -> bool:
+    return (Path(directory) / CHECKPOINT_FILE).is_file()
+
+
+def load_checkpoint(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The dict `save_checkpoint` wrote; ConfigError if it is missing, truncated, corrupt or of an unknown variant."""
+    path = Path(directory) / CHECKPOINT_FILE
+    require(Path(directory).is_dir(), f"checkpoint directory {directory} does not exist")
+    require(path.is_file(), f"no checkpoint in {directory} (expected {CHECKPOINT_FILE})")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # zip, pickle and EOF errors all mean the same thing to the user
+        raise ConfigError(f"checkpoint {path} is truncated or corrupt ({type(exc).__name__})") from None
+    require(isinstance(state, dict) and all(k in state for k in KEYS),
+            f"checkpoint {path} is not a diffattn checkpoint (needs keys {', '.join(KEYS)})")
+    model_config = state["config"].get("model", {}) if isinstance(state["config"], dict) else {}
+    attention = model_config.get("attention")
+    require(attention in VARIANTS, f"checkpoint {path} has an unknown attention variant {attention!r} "
+                                   f"(known: {', '.join(VARIANTS)})")
+    return state
+
+
+def model_config(config: dict[str, Any]) -> GPTConfig:
+    """GPTConfig from a checkpoint's config["model"]; ConfigError for fields this version does not know."""
+    fields = {f.name for f in dataclasses.fields(GPTConfig)}
+    unknown = sorted(set(config["model"]) - fields)
+    require(not unknown, f"checkpoint model config has fields this code does not know: {', '.join(unknown)}")
+    return GPTConfig(**config["model"])
+
+
+def load_model(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[GPT, dict[str, Any]]:
+    """The trained GPT (eval mode, on `map_location`) and its config dict {"model", "train", "task"}."""
+    state = load_checkpoint(directory, map_location)
+    model = GPT(model_config(state["config"]))
+    model.load_state_dict(state["model"])  # GPT.load_state_dict: a wrong variant or shape is a one-line ConfigError
+    return model.to(map_location).eval(), state["config"]
+
+
+def read_metrics(directory: str | Path) -> list[dict[str, Any]]:
+    """Every record of DIR/metrics.jsonl (empty if there is none)."""
+    path = Path(directory) / METRICS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

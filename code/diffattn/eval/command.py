@@ -1,0 +1,157 @@
+"""`python -m diffattn eval KIND --ckpt DIR [--json PATH]`: one evaluation of lessons 09-11 on one checkpoint.
+
+    retrieval     multi-needle accuracy per (N, R), context length and depth, with Wilson 95% intervals
+    allocation    shares of |effective attention| on the answer record and on the haystack, per layer and head
+    outliers      top-1 and median |attention logit| and |hidden state| per layer, on the checkpoint's validation data
+    quantize      retrieval accuracy (and validation loss) with attention logits quantized to each --bits width
+    lambda-sweep  retrieval accuracy, answer share and answer loss with λ (V1) or σ(λ) (V2) changed at inference
+    suite         every kind above on the `needles` checkpoints of --preset (trained when missing), JSON per variant and
+                  kind in --out (default outputs/eval/<preset>/): what `make train-small` and scripts/gpu_check.sh run
+
+Bad input (a missing, truncated or foreign checkpoint, a context longer than the model's, bits outside 2-16, a V2
+coefficient outside (0, 1), a baseline given to lambda-sweep) is one `error:` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from diffattn.errors import ConfigError, require
+
+KINDS = ("retrieval", "allocation", "outliers", "quantize", "lambda-sweep")
+SUITE_VARIANTS = ("baseline", "diff_v1", "diff_v2")
+DEFAULT_VALUES = {"scale": "0,0.5,1,1.5,2", "fixed": None, "offset": "-4,-2,0,2,4"}
+FIXED = {"diff_v1": "0,0.2,0.4,0.6,0.8,1.0", "diff_v2": "0.1,0.3,0.5,0.7,0.9"}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("eval", help="evaluate a checkpoint: retrieval, allocation, outliers, quantize, lambda-sweep")
+    p.add_argument("kind", choices=KINDS + ("suite",), help="which evaluation")
+    p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `python -m diffattn train`")
+    p.add_argument("--preset", default=None, help="suite: the preset whose needles checkpoints to evaluate")
+    p.add_argument("--out", type=Path, default=None, help="suite: where the JSON files go")
+    p.add_argument("--lengths", default=None, help="comma-separated context lengths (default: max_seq_len/2 and max)")
+    p.add_argument("--samples", type=int, default=8, help="examples per (layout, length, depth) cell (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the evaluation examples (default 0)")
+    p.add_argument("--bits", default="16,8,6,4", help="quantize: comma-separated bit widths, 2-16 (default 16,8,6,4)")
+    p.add_argument("--mode", default=None,
+                   help="lambda-sweep: V1 scale|fixed (default scale), V2 fixed|offset (default fixed)")
+    p.add_argument("--values", default=None, help="lambda-sweep: comma-separated settings (default depends on mode)")
+    p.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
+
+
+def _numbers(text: str, kind=float, flag: str = "") -> list:
+    try:
+        values = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} must be comma-separated numbers (got {text!r})") from None
+    require(bool(values), f"{flag} needs at least one value")
+    return values
+
+
+def evaluate(kind: str, model, config: dict, args: argparse.Namespace) -> dict:
+    from diffattn.data import make_task
+    from diffattn.eval import allocation, lambda_sweep, outliers, quantize, retrieval
+
+    longest = model.config.max_seq_len
+    lengths = _numbers(args.lengths, int, "--lengths") if args.lengths else sorted({longest // 2, longest})
+    retrieval.check_lengths(model, lengths)
+    require(args.samples > 0, f"--samples must be > 0 (got {args.samples})")
+    variant = model.config.attention
+    if kind == "retrieval":
+        return retrieval.table2(model, lengths, args.samples, args.seed, progress=True)
+    if kind == "allocation":
+        return allocation.allocation(model, max(lengths), args.samples, args.seed)
+    if kind == "outliers":
+        task = make_task(config["task"]["name"], longest, config["task"].get("data"), config["task"].get("options"))
+        return outliers.outliers(model, task.validation(16, longest)[0])
+    if kind == "quantize":
+        bits = _numbers(args.bits, int, "--bits")
+        quantize.check_bits(bits)
+        return quantize.quantized_retrieval(model, bits, lengths, args.samples, args.seed, progress=True)
+    mode = args.mode or ("scale" if variant == "diff_v1" else "fixed")
+    require(variant in lambda_sweep.MODES, f"lambda-sweep needs a DIFF checkpoint (this one is {variant})")
+    require(mode in lambda_sweep.MODES[variant], f"--mode for {variant} is one of {', '.join(lambda_sweep.MODES[variant])}")
+    values = _numbers(args.values or DEFAULT_VALUES[mode] or FIXED[variant], float, "--values")
+    for value in values:
+        lambda_sweep.check_value(variant, value, mode)
+    return sweep(model, values, mode, max(lengths), args.samples, args.seed)
+
+
+def sweep(model, values, mode: str, length: int, samples: int, seed: int) -> dict:
+    """Per setting: multi-needle accuracy and answer loss (N4R2, every depth) and the best head's answer share."""
+    import torch
+
+    from diffattn.data.retrieval import collate, examples
+    from diffattn.eval import allocation, lambda_sweep, retrieval
+    from diffattn.eval.probe import to_model
+
+    items = examples("needles", samples * len(retrieval.DEPTHS), length, torch.Generator().manual_seed(seed),
+                     n_needles=4, n_queries=2)
+
+    def measure(m) -> dict:
+        result = retrieval.run_batches(m, items)
+        share = allocation.shares(m, items[:samples])["answer"].mean(0)  # (layers, heads)
+        return {**retrieval.summarise(result["answered"], result["asked"]), "answer_loss": result["answer_loss"],
+                "answer_share_best_head": share[-1].max().item()}
+
+    table = lambda_sweep.sweep_table(model, values, mode, measure)
+    table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, to_model(model, collate(items[:samples])[0]))
+    return table
+
+
+def summary(kind: str, results: dict) -> str:
+    """A few readable lines; --json has everything."""
+    if kind in ("retrieval", "quantize"):
+        rows = results["layouts"] if kind == "retrieval" else {k: v for k, v in results.items()}
+        return "\n".join(f"  {name:<12} accuracy {r['accuracy']:.3f}  95% CI [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
+                         f"  ({r['answered']}/{r['asked']})" for name, r in rows.items())
+    if kind == "allocation":
+        b = results["best_head"]
+        return (f"  layer {b['layer']} head {b['head']}: answer share {b['answer']:.3f}, haystack share "
+                f"{b['haystack']:.3f}\n" + "\n".join(
+                    f"  layer {i} mean over heads: answer {a:.3f}, haystack {h:.3f}" for i, (a, h) in
+                    enumerate(zip(results["layer_mean"]["answer"], results["layer_mean"]["haystack"]))))
+    if kind == "outliers":
+        return "\n".join(f"  layer {i}: |logit| top-1 {lg['top1']:.2f} median {lg['median']:.3f};  |hidden| top-1 "
+                         f"{h['top1']:.2f} median {h['median']:.3f}"
+                         for i, (lg, h) in enumerate(zip(results["logits"], results["hidden"])))
+    return "\n".join(f"  {'trained' if r['value'] is None else r['value']!s:<8} accuracy {r['accuracy']:.3f}  "
+                     f"answer loss {r['answer_loss']:.3f}  answer share {r['answer_share_best_head']:.3f}"
+                     for r in results["rows"])
+
+
+def suite(args: argparse.Namespace) -> int:
+    from diffattn.checkpoint import load_model
+    from diffattn.paths import outputs_dir
+    from diffattn.results import write_json_atomic
+    from diffattn.train import ensure_checkpoints
+
+    require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
+    out = args.out or outputs_dir() / "eval" / args.preset
+    for variant, directory in ensure_checkpoints(args.preset, "needles", SUITE_VARIANTS, progress=True).items():
+        model, config = load_model(directory, "cuda" if args.preset.startswith("gpu") else "cpu")
+        for kind in KINDS if variant != "baseline" else KINDS[:-1]:
+            results = evaluate(kind, model, config, args)
+            print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
+            write_json_atomic(out / variant / f"{kind.replace('-', '_')}.json", results)
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    from diffattn.checkpoint import load_model
+    from diffattn.results import write_json_atomic
+
+    if args.kind == "suite":
+        return suite(args)
+    require(args.ckpt is not None, f"eval {args.kind} needs --ckpt DIR")
+    model, config = load_model(args.ckpt)
+    results = evaluate(args.kind, model, config, args)
+    print(f"{args.kind} on {args.ckpt} ({model.config.attention}):")
+    print(summary(args.kind, results))
+    if args.json:
+        write_json_atomic(args.json, results)
+    return 0

@@ -1,0 +1,46 @@
+"""Lesson 10: massive values, the paper's Table 5 in miniature (diff-spec.md §3.7).
+
+Per layer, over a batch of held-out sequences:
+
+    attention logits   z = q kᵀ/√d on the visible (causal) entries of every map (V1: both maps of a pair)
+    hidden states      the block's output x_{l+1} (the residual stream), every channel of every token
+
+and for each: the largest absolute value (top-1), the median absolute value, and their ratio. The paper reports
+the same statistics over 0.4M tokens of a 3B model; a high top-1/median ratio is what makes low-bit quantization hard
+(lesson 10's quantize section).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from diffattn.eval.probe import Probe, to_model
+
+
+def stats(values: Tensor) -> dict:
+    a = values.detach().float().abs().flatten().cpu()
+    top, median = a.max().item(), a.median().item()
+    return {"top1": top, "median": median, "ratio": top / median}
+
+
+def outliers(model: nn.Module, inputs: Tensor, bins: int = 60) -> dict:
+    """Per-layer top-1 / median of |attention logits| and |hidden states|, plus log-spaced histograms."""
+    with torch.no_grad(), Probe(model) as probe:
+        model(to_model(model, inputs))
+    logits = {layer: torch.cat(parts) for layer, parts in probe.logits_by_layer().items()}
+    out = {"tokens": int(inputs.numel()), "logits": [], "hidden": []}
+    for layer in sorted(logits):
+        out["logits"].append(stats(logits[layer]))
+        out["hidden"].append(stats(probe.hidden[layer]))
+    every_logit = torch.cat(list(logits.values())).abs().float().cpu()
+    every_hidden = torch.cat([h.flatten() for h in probe.hidden.values()]).abs().float().cpu()
+    out["histograms"] = {"logits": histogram(every_logit, bins), "hidden": histogram(every_hidden, bins)}
+    return out
+
+
+def histogram(a: Tensor, bins: int) -> dict:
+    """Counts of |values| in log-spaced bins from 1e-4 to the maximum (smaller values go into the first bin)."""
+    edges = torch.logspace(-4, float(torch.log10(a.max().clamp_min(1e-3))), bins + 1)
+    counts = torch.histc(a.clamp(min=1e-4).log10(), bins=bins, min=-4.0, max=float(edges[-1].log10()))
+    return {"edges": edges.tolist(), "counts": [int(c) for c in counts.tolist()]}

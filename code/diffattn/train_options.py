@@ -1,0 +1,46 @@
+"""The options of `python -m diffattn train` and `compare` (lesson 08), kept free of torch so that `--help` and the
+stdlib lessons never import it. diffattn.train validates every value and names the allowed ones."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+PRESET_NAMES = ("cpu-tiny", "cpu-small", "gpu-small")  # diffattn.train.PRESETS, checked equal by a test
+VARIANT_NAMES = ("baseline", "baseline_2h", "diff_v1", "diff_v2")
+TASK_NAMES = ("text", "needles", "mqar")
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESET_NAMES)}")
+    parser.add_argument("--attention", required=True, help=f"variant: {', '.join(VARIANT_NAMES)}")
+    parser.add_argument("--task", default=None, help=f"{', '.join(TASK_NAMES)} (default: text)")
+    parser.add_argument("--data", default=None, help="a UTF-8 text file or folder for the text task "
+                                                     "(default: the built-in Shakespeare corpus)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="checkpoint directory (default: outputs/checkpoints/<preset>/<task>/<variant>)")
+    parser.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
+    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint already in --out")
+    parser.add_argument("--seed", type=int, default=None, help="initial weights and data order (default 0)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
+    parser.add_argument("--batch-size", type=int, default=None, help="sequences per optimizer step, all ranks")
+    parser.add_argument("--grad-accum", type=int, default=None, help="micro-steps per optimizer step")
+    parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (≤ the model's max_seq_len)")
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    parser.add_argument("--eval-every", type=int, default=None, help="steps between validation passes")
+    parser.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints")
+    parser.add_argument("--device", default=None, help="cpu or cuda (CPU presets stay on CPU unless this says so)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None, help="torch.compile")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESET_NAMES)}")
+    parser.add_argument("--task", default="text", help=f"{', '.join(TASK_NAMES)} (default: text)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per variant: 0, 1, … (default 1)")
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
+    parser.add_argument("--out", type=Path, default=None, help="default: outputs/compare/<preset>-<task>/")
+    parser.add_argument("--note", default=None, help="a remark stored with the machine, e.g. 'shared with other jobs'")
+    parser.add_argument("--overhead", action="store_true",
+                        help="instead: time the trainer's step against a bare loop on the same model (baseline)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")

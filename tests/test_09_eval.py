@@ -1,0 +1,210 @@
+"""diffattn.eval: the probe reproduces the model and its effective maps have the right row sums; retrieval scoring
+(margin rule, Wilson intervals, an oracle gets everything and a constant model nothing); allocation shares;
+quantization; the λ-sweep table; and `python -m diffattn eval` with its one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from diffattn import checkpoint  # noqa: E402
+from diffattn.cli import main  # noqa: E402
+from diffattn.data import retrieval as R  # noqa: E402
+from diffattn.eval import allocation, lambda_sweep, outliers, quantize, retrieval  # noqa: E402
+from diffattn.eval.probe import Probe  # noqa: E402
+from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
+
+pytestmark = pytest.mark.torch
+ROOT = Path(__file__).resolve().parents[1]
+BASE = GPTConfig(n_layer=2, d_model=32, n_head=4, n_kv_head=2, max_seq_len=48)
+
+
+@pytest.fixture(scope="module")
+def models():
+    torch.manual_seed(0)
+    return {v: GPT(c).eval() for v, c in matched_configs(BASE).items()}
+
+
+@pytest.mark.parametrize("variant", ["baseline", "baseline_2h", "diff_v1", "diff_v2"])
+def test_probe_reproduces_the_model_and_its_maps_have_the_right_row_sums(models, variant):
+    model = models[variant]
+    x = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        plain = model(x)
+        with Probe(model) as probe:
+            probed = model(x)
+    torch.testing.assert_close(probed, plain, atol=1e-5, rtol=0)
+    for layer, w in probe.effective_maps().items():
+        assert torch.all(w.triu(diagonal=1) == 0), "a map looks at the future"
+        if variant == "diff_v1":
+            expected = 1 - model.blocks[layer].attn.lambda_full().item()
+        elif variant == "diff_v2":
+            expected = 1 - probe.gates[layer].permute(0, 2, 1)  # (b, h, N)
+        else:
+            expected = 1.0
+        torch.testing.assert_close(w.sum(-1), torch.as_tensor(expected).expand_as(w.sum(-1)).float(), atol=1e-5, rtol=0)
+    assert len(probe.hidden) == BASE.n_layer
+    with torch.no_grad():  # the kernels are back once the probe is closed
+        torch.testing.assert_close(model(x), plain, atol=0, rtol=0)
+
+
+def test_absmax_quantizer_levels_and_bits():
+    z = torch.randn(2, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    visible = torch.ones(8, 8, dtype=torch.bool).tril()
+    for bits in (2, 4, 8):
+        q = quantize.absmax_quantizer(bits)(z, visible)
+        step = z.masked_fill(~visible, 0).abs().amax(dim=(-2, -1), keepdim=True) / (2 ** (bits - 1) - 1)
+        assert torch.all(((q - z).abs() <= step / 2 + 1e-6)[..., visible])
+        levels = {round(v, 5) for v in (q / step)[..., visible].flatten().tolist()}
+        assert len(levels) <= 2 ** bits - 1
+    assert (quantize.absmax_quantizer(16)(z, visible) - z)[..., visible].abs().max() < 1e-3
+    for bad in (1, 17, 0):
+        with pytest.raises(ValueError, match="2 to 16"):
+            quantize.check_bits([bad])
+
+
+def test_wilson_interval():
+    assert retrieval.wilson(0, 10)[0] == 0.0
+    low, high = retrieval.wilson(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+    assert retrieval.wilson(10, 10)[1] == pytest.approx(1.0)
+
+
+class Oracle(torch.nn.Module):
+    """Reads the bytes: after `?KEY=` (and each value byte) it predicts the next byte of KEY's value, by 1.0 logit."""
+
+    def __init__(self, max_seq_len: int, sure: float = 1.0):
+        super().__init__()
+        self.config = dataclasses.replace(BASE, max_seq_len=max_seq_len)
+        self.sure = sure
+
+    def forward(self, tokens):
+        logits = torch.zeros(*tokens.shape, 256)
+        for b, row in enumerate(tokens.tolist()):
+            text = bytes(row).decode("latin-1")
+            for p in range(len(text)):
+                start = text.rfind("?", 0, p + 1)
+                if start < 0 or "=" not in text[start:p + 1]:
+                    continue
+                key, typed = text[start + 1:p + 1].split("=", 1)
+                record = text.find(f"#{key}=")
+                if record >= 0:
+                    value = text[record + len(key) + 2:]
+                    if len(typed) < len(value):
+                        logits[b, p, ord(value[len(typed)])] = self.sure
+        return logits
+
+
+def test_an_oracle_answers_everything_and_the_margin_rule_needs_a_clear_win():
+    perfect = retrieval.table2(Oracle(64), [48, 64], samples=2)
+    asked_per_example = {"N1R1": 1, "N2R2": 2, "N4R2": 2, "N6R2": 2}
+    assert perfect["overall"]["accuracy"] == 1.0
+    assert perfect["overall"]["asked"] == sum(asked_per_example.values()) * 2 * len(retrieval.DEPTHS) * 2
+    assert set(perfect["layouts"]) == {"N1R1", "N2R2", "N4R2", "N6R2"}
+    unsure = retrieval.table2(Oracle(64, sure=retrieval.MARGIN / 2), [64], samples=2)
+    assert unsure["overall"]["answered"] == 0  # the right byte, but not by the margin
+    with pytest.raises(ValueError, match="longer than"):
+        retrieval.table2(Oracle(64), [65], samples=1)
+
+
+def test_allocation_shares_of_an_untrained_model(models):
+    items = R.examples("needles", 3, 40, torch.Generator().manual_seed(3), n_needles=4, n_queries=2)
+    base = allocation.shares(models["baseline"], items)
+    assert base["answer"].shape == (6, BASE.n_layer, BASE.n_head)
+    assert torch.all(base["answer"] >= 0) and torch.all(base["answer"] + base["haystack"] <= 1 + 1e-6)
+    v1 = allocation.shares(models["diff_v1"], items)
+    assert torch.all(v1["answer"].abs() + v1["haystack"].abs() <= 1 + 1e-6)
+    result = allocation.allocation(models["diff_v2"], 40, samples=2, depths=(0.0, 1.0))
+    assert set(result["best_head"]["by_depth"]) == {"0.00", "1.00"}
+
+
+def test_outliers_statistics(models):
+    x = torch.randint(0, 256, (2, 24), generator=torch.Generator().manual_seed(4))
+    out = outliers.outliers(models["diff_v1"], x)
+    assert len(out["logits"]) == len(out["hidden"]) == BASE.n_layer
+    for s in out["logits"] + out["hidden"]:
+        assert s["top1"] >= s["median"] > 0 and s["ratio"] == pytest.approx(s["top1"] / s["median"])
+    assert sum(out["histograms"]["hidden"]["counts"]) == 2 * 24 * BASE.d_model * BASE.n_layer
+
+
+def test_sweep_table_marks_the_trained_row_and_restores(models):
+    model = models["diff_v1"]
+    x = torch.randint(0, 256, (1, 10), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        before = model(x)
+    table = lambda_sweep.sweep_table(model, [0.0, 1.0, 2.0], "scale", lambda m: {"out": m(x).sum().item()})
+    assert [r["value"] for r in table["rows"]] == [None, 0.0, 1.0, 2.0] and table["trained_value"] == 1.0
+    assert table["rows"][0]["out"] == pytest.approx(table["rows"][2]["out"], abs=1e-4)
+    assert table["rows"][1]["out"] != pytest.approx(table["rows"][3]["out"], abs=1e-3)
+    with torch.no_grad():
+        assert torch.equal(model(x), before)
+    with pytest.raises(ValueError, match=r"\(0, 1\)"):
+        lambda_sweep.sweep_table(models["diff_v2"], [0.5, 1.0], "fixed", lambda m: {})
+    with pytest.raises(ValueError, match="no λ"):
+        lambda_sweep.sweep_table(models["baseline"], [0.5], "fixed", lambda m: {})
+
+
+# ---- the command line ---------------------------------------------------------------------------------------------
+
+def save(model: GPT, directory: Path, attention: str | None = None) -> Path:
+    opt = torch.optim.AdamW(model.parameters())
+    config = {"model": dataclasses.asdict(model.config), "train": {"steps": 0}, "task": {"name": "needles",
+                                                                                         "data": None, "options": {}}}
+    if attention:
+        config["model"]["attention"] = attention
+    return checkpoint.save_checkpoint(directory, model=model, optimizer=opt,
+                                      scheduler=torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), step=0,
+                                      rng={}, config=config)
+
+
+@pytest.fixture(scope="module")
+def ckpts(models, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpts")
+    dirs = {v: save(models[v], root / v) for v in ("baseline", "diff_v1", "diff_v2")}
+    dirs["unknown"] = save(models["baseline"], root / "unknown", attention="diff_v3")
+    dirs["truncated"] = root / "truncated"
+    dirs["truncated"].mkdir()
+    data = (dirs["baseline"] / checkpoint.CHECKPOINT_FILE).read_bytes()
+    (dirs["truncated"] / checkpoint.CHECKPOINT_FILE).write_bytes(data[: len(data) // 2])
+    return dirs
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT / "code"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "diffattn", "eval", *args], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=120)
+
+
+def test_eval_cli_writes_json(ckpts, tmp_path):
+    out = tmp_path / "r.json"
+    run = cli("retrieval", "--ckpt", str(ckpts["diff_v2"]), "--lengths", "48", "--samples", "1", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    assert "N6R2" in run.stdout and json.loads(out.read_text())["samples_per_cell"] == 1
+
+
+@pytest.mark.parametrize("kind, which, extra, message", [
+    ("retrieval", "missing", [], "does not exist"),
+    ("retrieval", "truncated", [], "truncated or corrupt"),
+    ("retrieval", "unknown", [], "unknown attention variant"),
+    ("retrieval", "diff_v1", ["--lengths", "49"], "longer than"),
+    ("quantize", "diff_v1", ["--bits", "8,1"], "2 to 16"),
+    ("quantize", "diff_v1", ["--bits", "17"], "2 to 16"),
+    ("lambda-sweep", "diff_v2", ["--values", "0.5,1.0"], r"\(0, 1\)"),
+    ("lambda-sweep", "diff_v2", ["--mode", "offset", "--values", "nan"], "finite"),
+    ("lambda-sweep", "baseline", [], "DIFF checkpoint"),
+    ("lambda-sweep", "diff_v1", ["--mode", "offset"], "--mode"),
+])
+def test_eval_cli_bad_input_is_one_line_and_exit_2(ckpts, tmp_path, capsys, kind, which, extra, message):
+    directory = ckpts.get(which, tmp_path / "nothing-here")
+    assert main(["eval", kind, "--ckpt", str(directory), "--samples", "1", *extra]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), lines
+    assert re.search(message, lines[0]), lines[0]

@@ -1,0 +1,311 @@
+"""Graded exercises 11.1-11.4: a trained model's layers with λ replaced, the sweep that restores, the best setting.
+
+The models are 3-layer V1 and V2 GPTs trained here for 40 steps on lesson 07's copy task (about a second each, one
+thread), so λ differs per layer and λ_init is 0.2, 0.36, 0.47 by depth. The references never call the code under
+test: for V1 they rewrite a copy's four λ vectors so that the copy's own forward computes exp(a) − exp(b) + λ_init = v;
+for V2 they swap a copy's lambda_proj for a zero-weight linear map whose bias is the logit of the gate. Tolerance:
+atol 1e-5 on layer outputs, 1e-4 on the logits of the whole model (float32).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from diffattn.experiments.lesson07_small_gpt import copy_batch, copy_loss, one_thread, train_copy  # noqa: E402
+from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
+from diffattn.nn import DiffAttentionV1, DiffAttentionV2, rope_cos_sin  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+BASE = GPTConfig(vocab_size=16, n_layer=3, d_model=64, n_head=4, n_kv_head=2, max_seq_len=32)
+PREFIX = 8
+V1_VALUES = [-0.5, 0.0, 0.3, 0.8, 1.7]
+V2_GATES = [0.05, 0.3, 0.5, 0.9, 0.999]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_thread():
+    """Tiny tensors: one thread is faster than two on a busy machine, and training is then the same everywhere."""
+    with one_thread():
+        yield
+
+
+@functools.lru_cache(maxsize=None)
+def trained_state(variant: str) -> dict:
+    """Trained once per process (the wrong-implementation meta-test grades many modules in one process)."""
+    model, _ = train_copy(matched_configs(BASE)[variant], steps=40, batch=32, lr=1e-2, seed=0, prefix=PREFIX)
+    return model.state_dict()
+
+
+def trained(variant: str) -> GPT:
+    """A fresh model with the trained weights: a wrong implementation that leaves it patched spoils no other test."""
+    model = GPT(matched_configs(BASE)[variant])
+    model.load_state_dict(trained_state(variant))
+    return model.eval()
+
+
+@pytest.fixture
+def v1_model():
+    return trained("diff_v1")
+
+
+@pytest.fixture
+def v2_model():
+    return trained("diff_v2")
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    inputs, targets = copy_batch(16, PREFIX, BASE.vocab_size, torch.Generator().manual_seed(99))
+    return inputs, targets
+
+
+# ---- independent references ---------------------------------------------------------------------------------------
+
+def with_v1_lambda(attn: DiffAttentionV1, value: float) -> DiffAttentionV1:
+    """A copy whose λ vectors give λ = value through its own lambda_full(): exp(a) − exp(b) = value − λ_init."""
+    twin = copy.deepcopy(attn)
+    gap = value - twin.lambda_init
+    a, b = (math.log1p(gap), 0.0) if gap >= 0 else (0.0, math.log1p(-gap))
+    with torch.no_grad():
+        for p in (twin.lambda_q1, twin.lambda_k1, twin.lambda_q2, twin.lambda_k2):
+            p.zero_()
+        twin.lambda_q1[0], twin.lambda_k1[0], twin.lambda_q2[0], twin.lambda_k2[0] = a, 1.0, b, 1.0
+    assert abs(twin.lambda_full().item() - value) < 1e-5
+    return twin
+
+
+def with_v2_gate(attn: DiffAttentionV2, gate: float) -> DiffAttentionV2:
+    """A copy whose λ_t is the constant logit(gate): lambda_proj = 0·x + logit(gate)."""
+    twin = copy.deepcopy(attn)
+    proj = torch.nn.Linear(twin.q_proj.in_features, twin.num_heads, bias=True)
+    with torch.no_grad():
+        proj.weight.zero_()
+        proj.bias.fill_(math.log(gate / (1 - gate)))
+    twin.lambda_proj = proj
+    return twin
+
+
+def reference_model(model, value: float):
+    twin = copy.deepcopy(model)
+    for block in twin.blocks:
+        block.attn = (with_v1_lambda if model.config.attention == "diff_v1" else with_v2_gate)(block.attn, value)
+    return twin
+
+
+def layer_input(attn, n: int = 12, seed: int = 0):
+    """x (2, n, d_model) and the rope the model would pass for positions 0 … n−1."""
+    x = torch.randn(2, n, BASE.d_model, generator=torch.Generator().manual_seed(seed))
+    return x, rope_cos_sin((0, n), attn.head_dim)
+
+
+def snapshot(module):
+    return {k: v.clone() for k, v in module.state_dict().items()}, [
+        getattr(m, "lambda_init", None) for m in module.modules()]
+
+
+def assert_unchanged(module, before, outputs_before, run):
+    state, inits = before
+    after_state, after_inits = snapshot(module)
+    assert after_inits == inits, "λ_init changed"
+    for key in state:
+        assert torch.equal(state[key], after_state[key]), f"{key} changed"
+    with torch.no_grad():
+        assert torch.equal(run(), outputs_before), "the layer/model computes something else afterwards"
+
+
+def close(actual, expected, atol=1e-5):
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=0)
+
+
+def random_v1_layer():
+    """A GQA V1 layer (4 heads over 2 KV heads) at depth 3 with non-trivial norm weights."""
+    torch.manual_seed(5)
+    layer = DiffAttentionV1(64, depth=3, num_heads=4, num_kv_heads=2)
+    with torch.no_grad():
+        layer.subln.weight.uniform_(0.5, 1.5)
+    return layer.eval()
+
+
+def random_v2_layer():
+    torch.manual_seed(6)
+    return DiffAttentionV2(64, num_heads=4, num_kv_heads=2, head_dim=16).eval()
+
+
+# ---- 11.1 ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.grade("11.1", points=1)
+@pytest.mark.parametrize("layer", [0, 1, 2, "gqa"])
+def test_v1_forward_replaces_lambda_and_only_lambda(impl, v1_model, layer):
+    attn = random_v1_layer() if layer == "gqa" else v1_model.blocks[layer].attn
+    x, rope = layer_input(attn, seed=1)
+    for value in V1_VALUES:
+        with torch.no_grad():
+            expected = with_v1_lambda(attn, value)(x, rope)
+            close(impl.v1_forward(attn, x, rope, value), expected)
+
+
+@pytest.mark.grade("11.1", points=1)
+def test_v1_forward_at_the_trained_lambda_is_the_layer(impl, v1_model):
+    for block in v1_model.blocks:
+        attn = block.attn
+        for n in (1, 7):
+            x, rope = layer_input(attn, n=n, seed=n)
+            with torch.no_grad():
+                close(impl.v1_forward(attn, x, rope, attn.lambda_full().item()), attn(x, rope))
+
+
+@pytest.mark.grade("11.1", points=1)
+def test_v1_forward_leaves_the_layer_as_it_was(impl, v1_model):
+    attn = v1_model.blocks[2].attn
+    x, rope = layer_input(attn, seed=2)
+    with torch.no_grad():
+        out = attn(x, rope)
+    before = snapshot(attn)
+    impl.v1_forward(attn, x, rope, 1.3)
+    assert_unchanged(attn, before, out, lambda: attn(x, rope))
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError):
+            impl.v1_forward(attn, x, rope, bad)
+
+
+# ---- 11.2 ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.grade("11.2", points=1)
+@pytest.mark.parametrize("layer", [0, 2, "gqa"])
+def test_v2_forward_replaces_the_gate(impl, v2_model, layer):
+    attn = random_v2_layer() if layer == "gqa" else v2_model.blocks[layer].attn
+    x, rope = layer_input(attn, seed=3)
+    for gate in V2_GATES:
+        with torch.no_grad():
+            close(impl.v2_forward(attn, x, rope, gate), with_v2_gate(attn, gate)(x, rope))
+
+
+@pytest.mark.grade("11.2", points=1)
+def test_v2_forward_rejects_coefficients_outside_0_1(impl, v2_model):
+    attn = v2_model.blocks[0].attn
+    x, rope = layer_input(attn, seed=4)
+    for bad in (0.0, 1.0, -0.2, 1.5, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            impl.v2_forward(attn, x, rope, bad)
+
+
+@pytest.mark.grade("11.2", points=1)
+def test_v2_forward_leaves_the_layer_as_it_was(impl, v2_model):
+    attn = v2_model.blocks[1].attn
+    x, rope = layer_input(attn, seed=5)
+    with torch.no_grad():
+        out = attn(x, rope)
+    before = snapshot(attn)
+    impl.v2_forward(attn, x, rope, 0.7)
+    assert_unchanged(attn, before, out, lambda: attn(x, rope))
+
+
+# ---- 11.3 ---------------------------------------------------------------------------------------------------------
+
+class Recorder:
+    """evaluate(model): −(copy loss) on fixed batches; keeps each call's logits."""
+
+    def __init__(self, tokens, fail_at: int | None = None):
+        self.inputs, self.targets = tokens
+        self.logits, self.fail_at = [], fail_at
+
+    def __call__(self, model) -> float:
+        if self.fail_at is not None and len(self.logits) == self.fail_at:
+            raise RuntimeError("evaluation failed")
+        with torch.no_grad():
+            logits = model(self.inputs)
+        self.logits.append(logits)
+        return -copy_loss(logits, self.targets, PREFIX).item()
+
+
+def sweep_values(variant):
+    return V1_VALUES if variant == "diff_v1" else V2_GATES
+
+
+@pytest.mark.grade("11.3", points=2)
+@pytest.mark.parametrize("variant", ["diff_v1", "diff_v2"])
+def test_sweep_evaluates_every_setting_on_every_layer(impl, request, tokens, variant):
+    model = request.getfixturevalue("v1_model" if variant == "diff_v1" else "v2_model")
+    values = sweep_values(variant)
+    references = [reference_model(model, value) for value in values]  # built before the sweep can touch the model
+    record = Recorder(tokens)
+    scores = impl.sweep_model(model, values, record)
+    assert len(record.logits) == len(values), "evaluate must run exactly once per value"
+    assert isinstance(scores, list) and len(scores) == len(values)
+    for reference, score, logits in zip(references, scores, record.logits):
+        with torch.no_grad():
+            expected = reference(tokens[0])
+        close(logits, expected, atol=1e-4)
+        assert score == pytest.approx(-copy_loss(expected, tokens[1], PREFIX).item(), abs=1e-5)
+
+
+@pytest.mark.grade("11.3", points=1)
+@pytest.mark.parametrize("variant", ["diff_v1", "diff_v2"])
+def test_sweep_gives_the_model_back_unchanged(impl, request, tokens, variant):
+    model = request.getfixturevalue("v1_model" if variant == "diff_v1" else "v2_model")
+    with torch.no_grad():
+        out = model(tokens[0])
+    before = snapshot(model)
+    impl.sweep_model(model, sweep_values(variant), Recorder(tokens))
+    assert_unchanged(model, before, out, lambda: model(tokens[0]))
+    with pytest.raises(RuntimeError, match="evaluation failed"):
+        impl.sweep_model(model, sweep_values(variant), Recorder(tokens, fail_at=1))
+    assert_unchanged(model, before, out, lambda: model(tokens[0]))
+
+
+@pytest.mark.grade("11.3", points=1)
+def test_sweep_refuses_bad_settings_before_evaluating(impl, v1_model, v2_model, tokens):
+    for model, values in ((v2_model, [0.5, 1.0]), (v2_model, [0.2, 0.0]), (v2_model, [math.nan]),
+                          (v1_model, [0.5, math.inf]), (v1_model, [math.nan])):
+        record = Recorder(tokens)
+        with pytest.raises(ValueError):
+            impl.sweep_model(model, values, record)
+        assert record.logits == [], "a bad value must be refused before evaluate runs"
+    baseline = GPT(matched_configs(BASE)["baseline"]).eval()  # no λ anywhere
+    with pytest.raises(ValueError):
+        impl.sweep_model(baseline, [0.5], Recorder(tokens))
+
+
+# ---- 11.4 ---------------------------------------------------------------------------------------------------------
+
+def oracle(values, scores):
+    finite = [i for i, s in enumerate(scores) if not math.isnan(s)]
+    best = max(scores[i] for i in finite)
+    return values[next(i for i in finite if scores[i] == best)]
+
+
+@pytest.mark.grade("11.4", points=2)
+def test_best_value_examples(impl):
+    assert impl.best_value([0.2, 0.5, 0.8], [0.1, 0.7, 0.3]) == 0.5
+    assert impl.best_value([0.2, 0.5, 0.8], [-1.3, -0.9, -0.9]) == 0.5  # −loss: all negative; ties go to the first
+    assert impl.best_value([0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 0.5, 0.5]) == 0.1
+    assert impl.best_value([1.0, 2.0], [-3.0, -2.5]) == 2.0
+    assert impl.best_value([0.3], [-7.0]) == 0.3
+
+
+@pytest.mark.grade("11.4", points=1)
+def test_best_value_a_nan_score_never_wins(impl):
+    assert impl.best_value([0.2, 0.5, 0.8], [math.nan, 0.4, 0.6]) == 0.8
+    assert impl.best_value([0.2, 0.5, 0.8], [0.4, math.nan, -1.0]) == 0.2
+    assert impl.best_value([0.2, 0.5, 0.8], [-2.0, -1.0, math.nan]) == 0.5
+    for values, scores in (([0.2, 0.5], [math.nan, math.nan]), ([0.2, 0.5], [0.1]), ([], [])):
+        with pytest.raises(ValueError):
+            impl.best_value(values, scores)
+
+
+@pytest.mark.grade("11.4", points=1)
+@settings(max_examples=60, deadline=None)
+@given(scores=st.lists(st.one_of(st.sampled_from([-1.0, 0.0, 0.5, math.nan]), st.floats(-10, 10)), min_size=1,
+                       max_size=8).filter(lambda s: not all(math.isnan(x) for x in s)))
+def test_best_value_matches_the_first_maximum(impl, scores):
+    values = [round(0.1 * i, 1) for i in range(len(scores))]
+    assert impl.best_value(values, scores) == oracle(values, scores)
