@@ -83,6 +83,10 @@ RETURNS: dict[str, str] = {
     "headwise_norm": "tensor",
     "diff_v2_gqa_attention": "tensor",
     "query_head_groups": "list[int]",
+    "v1_forward": "tensor",
+    "v2_forward": "tensor",
+    "sweep_model": "list[float]",
+    "best_value": "number",
 }
 
 # Called after every call into the implementation with (function name, the exception it raised or None); the grader's

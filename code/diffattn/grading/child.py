@@ -105,6 +105,7 @@ class GradingSession:
         if self.impl == "exercises":
             self.tripwires = Tripwires(modules, str(source))
         if self.guarded:
+            settle_torch_lazy_imports()
             self.guard = Guard(self.stop)
             config.stash[AFTER_CALL] = self.guard.after_call
         try:
@@ -165,6 +166,16 @@ class GradingSession:
             self.channel.send("violation", reason=reason[:MAX_TEXT])
         self.channel.send("policy", findings=self.policy)
         self.channel.send("done")
+
+
+def settle_torch_lazy_imports() -> None:
+    """Import what PyTorch would import on first use, before the guard records the interpreter.
+
+    The first optimizer step (any `torch._disable_dynamo` function) imports torch._dynamo, which wraps
+    `torch.manual_seed` and friends; a test that trains a model in a fixture would otherwise look like a submission
+    that replaced them."""
+    if "torch" in sys.modules:
+        import torch._dynamo  # noqa: F401
 
 
 def main() -> None:
