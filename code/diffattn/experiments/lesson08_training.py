@@ -37,10 +37,10 @@ TASK = "text"
 # threads (2026-12-01, AMD EPYC, torch 2.13): baseline, 2h and V2 losses moved by at most 2e-5 and σ(λ) by 1e-6; DIFF
 # V1 moved by 5e-3 in loss and 7e-3 in λ, even between 1 and 2 threads on one kernel path. V1's λ is one scalar per
 # layer multiplying every attention output, so its gradient is a sum over all of them whose order follows the thread
-# split and the vector width; training amplifies that last-digit difference. Tolerances are 3x (V1) to 5x (the others)
-# the moves seen.
+# split and the vector width; training amplifies that last-digit difference. Tolerances are 2.4x (V1's loss) to 5x
+# (the others) the largest moves seen.
 LOSS = Stable(abs=1e-4)
-V1_LOSS = Stable(abs=1.5e-2)
+V1_LOSS = Stable(abs=1.2e-2)
 V1_LAMBDA = Stable(abs=2e-2)
 NUMBER_KINDS = {
     "variants.diff_v1.runs.*.lambda.*": V1_LAMBDA,
