@@ -42,6 +42,8 @@ def run_lesson_elsewhere(number: str, env_changes: dict[str, str]) -> dict:
 @pytest.mark.parametrize("number", TORCH_LESSONS)
 def test_lesson_numbers_survive_another_cpu_path(number: str, case: str):
     pytest.importorskip("torch")
+    if CASES[case].get("OMP_NUM_THREADS") and getattr(experiments.load(number), "RUNS_IN_ONE_THREAD", False):
+        pytest.skip(f"lesson {number} pins its float work to one thread: this case would rerun the same computation")
     fresh = run_lesson_elsewhere(number, CASES[case])
     problems = disagreements(fresh, load_numbers()[number], experiments.number_kinds(number), number)
     assert not problems, f"{case}: numbers moved beyond their declared kinds:\n" + "\n".join(problems[:20])

@@ -8,7 +8,7 @@ no pattern matches is Exact. Three kinds:
                                    everywhere (floats to 1e-9 relative, the most a platform's libm moves our sums)
     Stable(abs=…, rel=…)           a float that moves between CPU kernel paths, thread counts and torch builds by at
                                    most max(abs, rel·|x|); a lesson may quote only digits that survive that move
-                                   (integers under a Stable pattern stay exact)
+                                   (an integer, e.g. a count of right answers, moves by whole steps)
     Bound(below=…) / Bound(at_least=…)
                                    rounding-level: an fp32 error of 1e-7, a cached-vs-full gap, a count decided by
                                    near-ties. Its value is never quoted; lessons quote the bound, which the code asserts
@@ -51,8 +51,6 @@ class Stable:
         return max(self.abs, self.rel * abs(value))
 
     def agrees(self, fresh: Any, saved: Any) -> bool:
-        if not isinstance(fresh, float):  # counts and labels under a Stable pattern (e.g. `seeds`) stay exact
-            return EXACT.agrees(fresh, saved)
         return _is_real(fresh) and _is_real(saved) and abs(fresh - saved) <= self.tolerance(saved)
 
     def describe(self) -> str:
@@ -155,7 +153,9 @@ def _moved(tree: Any, kinds: Mapping[str, Kind], direction: int, prefix: str) ->
     if isinstance(tree, list):
         return [_moved(v, kinds, direction, f"{prefix}.{i}" if prefix else str(i)) for i, v in enumerate(tree)]
     kind = kind_of(kinds, prefix)
-    if isinstance(kind, Stable) and isinstance(tree, float) and _is_real(tree):
+    if isinstance(kind, Stable) and _is_real(tree):
+        if isinstance(tree, int):  # a count moves by whole steps and stays an int
+            return tree + direction * math.floor(kind.tolerance(tree))
         return tree + direction * kind.tolerance(tree) * (1 - 1e-9)
     if isinstance(kind, Bound) and _is_real(tree):
         if kind.below is not None:  # anywhere in [0, below) for an error; 0 or just under the bound

@@ -37,7 +37,7 @@ NUMBER_KINDS = {
     "seed.map1.*": Stable(abs=1e-6),
     "seed.map2.*": Stable(abs=1e-6),
     "seed.smallest_abs_weight": Stable(abs=1e-6),
-    "lambda0.*": Stable(abs=1e-6),
+    **{f"lambda0.*.{stat}": Stable(abs=1e-6) for stat in ("mean", "std", "min", "max", "samples.*")},
     "norm.rms_*": Stable(rel=1e-6),
     "stdlib.*": FP64_ROUNDING,
 }

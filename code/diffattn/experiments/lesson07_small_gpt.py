@@ -27,6 +27,8 @@ from diffattn.progress import Progress
 from diffattn.pure import accounting
 
 TITLE = "A small GPT: parameter matching, KV-cache decoding, tiny training"
+# Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
+RUNS_IN_ONE_THREAD = True
 
 BASE = GPTConfig(vocab_size=16, n_layer=2, d_model=64, n_head=4, n_kv_head=2, max_seq_len=32)
 PREFIX = 8  # copy-task sequences: PREFIX random symbols, SEP, the same symbols again → 2·PREFIX + 1 tokens

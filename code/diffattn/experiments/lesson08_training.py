@@ -30,6 +30,8 @@ from diffattn.pure.attention import lambda_init
 from diffattn.train import LABELS, PRESETS
 
 TITLE = "Training baseline, DIFF V1 and DIFF V2 side by side"
+# Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
+RUNS_IN_ONE_THREAD = True
 PRESET = "cpu-tiny"
 TASK = "text"
 
