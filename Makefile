@@ -19,7 +19,7 @@ help:
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
-	@echo "make train-small lesson 08's laptop comparison: every variant x 3 seeds on cpu-small (commit outputs/compare/)"
+	@echo "make train-small the cpu-small results of lessons 08-11 (about an hour on 2 cores; commit outputs/)"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,12 +55,15 @@ gradescope-zip:
 mutation: $(STAMP)
 	$(PY) -m tests.grading.mutation $(or $(LESSON),$(error usage: make mutation LESSON=01))
 
-# Lesson 08's laptop comparison (cpu-small, every variant x 3 seeds, on CPU); then lesson 08 picks the results up.
-# Commit outputs/compare/cpu-small-text/ afterwards: its summary.json names the machine.
+# The laptop-size results lessons 08-11 report, on CPU (about an hour on 2 cores): lesson 08's comparison (every
+# variant x 3 seeds), lesson 11's λ_init ablation (DIFF V1, 3 settings x 5 seeds), and every evaluation of lessons
+# 09-11 on the cpu-small `needles` checkpoints (3 training seeds, 16 examples per cell); then the lessons pick them up.
+# Commit outputs/compare/cpu-small-text*/ and outputs/eval/cpu-small/ afterwards: each summary.json names the machine.
 train-small: $(STAMP)
 	$(PY) -m diffattn compare --preset cpu-small --seeds 3
-	$(PY) -m diffattn course --lessons 08
-	$(PY) -m diffattn eval suite --preset cpu-small
+	$(PY) -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5
+	$(PY) -m diffattn eval suite --preset cpu-small --seeds 3 --samples 16
+	$(PY) -m diffattn course --lessons 08,09,10,11
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

@@ -315,9 +315,11 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
 
 
 def cmd_training(args: argparse.Namespace) -> int:
-    """`train` and `compare` (lesson 08): diffattn.train.main, diffattn.compare.main."""
+    """`train` and `compare` (lesson 08): diffattn.train.main, diffattn.compare.main; `compare --lambda-init` is
+    lesson 11's ablation, diffattn.ablation.main."""
     _require_torch(args.command)
-    return importlib.import_module(f"diffattn.{args.command}").main(args)
+    module = "ablation" if getattr(args, "lambda_init", None) and args.command == "compare" else args.command
+    return importlib.import_module(f"diffattn.{module}").main(args)
 
 
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,

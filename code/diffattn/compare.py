@@ -71,6 +71,38 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], steps: int | None = None,
+                progress: bool = True, lambda_init: float | None = None, name: str | None = None) -> dict[str, Any]:
+    """Train one variant once per seed into default_out(preset, task, name or variant, seed), overwriting, and
+    summarise: size, FLOPs, every run, the final validation loss's mean and spread over seeds."""
+    model_config, _ = build_configs(preset, variant, lambda_init, task=task, steps=steps)
+    with torch.device("meta"):  # counting only
+        parts = parameter_breakdown(GPT(model_config))
+    runs = []
+    for seed in seeds:
+        out = default_out(preset, task, name or variant, seed)
+        train_fresh(preset, model_config, build_configs(preset, variant, lambda_init, task=task, seed=seed,
+                                                        steps=steps)[1], out, progress=progress)
+        runs.append({"seed": seed, **run_summary(out)})
+    finals = [r["val_loss"] for r in runs]
+    return {
+        "params": parts["total"], "attention_per_layer": parts["attention_per_layer"],
+        "flops_per_token": checkpoint.read_metrics(default_out(preset, task, name or variant, seeds[0]))[-1]["flops_per_token"],
+        "runs": runs,
+        "val_loss_mean": statistics.fmean(finals),
+        "val_loss_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+        "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in runs),
+    }
+
+
+def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
+    """The budget every run of a comparison shares."""
+    _, c = build_configs(preset, "baseline", task=task, steps=steps)
+    return {"train": {k: getattr(c, k) for k in ("steps", "batch_size", "seq_len", "lr", "warmup_steps",
+                                                 "weight_decay", "grad_clip", "eval_sequences")},
+            "tokens": c.steps * c.batch_size * c.seq_len, "device": c.device}
+
+
 def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = ATTENTION,
             progress: bool = True, timings: bool = True, steps: int | None = None) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
@@ -78,34 +110,14 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
     started = time.perf_counter()
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
     for variant in variants:
-        model_config, c = build_configs(preset, variant, task=task, steps=steps)
-        with torch.device("meta"):  # counting only
-            model = GPT(model_config)
-        parts = parameter_breakdown(model)
-        runs = []
-        for seed in seeds:
-            c_seed = build_configs(preset, variant, task=task, seed=seed, steps=steps)[1]
-            out = default_out(preset, task, variant, seed)
-            train_fresh(preset, model_config, c_seed, out, progress=progress)
-            runs.append({"seed": seed, **run_summary(out)})
-        finals = [r["val_loss"] for r in runs]
-        results["variants"][variant] = {
-            "params": parts["total"], "attention_per_layer": parts["attention_per_layer"],
-            "flops_per_token": checkpoint.read_metrics(default_out(preset, task, variant, seeds[0]))[-1]["flops_per_token"],
-            "runs": runs,
-            "val_loss_mean": statistics.fmean(finals),
-            "val_loss_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
-            "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in runs),
-        }
-    _, c = build_configs(preset, variants[0], task=task, steps=steps)
-    results["train"] = {k: getattr(c, k) for k in ("steps", "batch_size", "seq_len", "lr", "warmup_steps",
-                                                  "weight_decay", "grad_clip", "eval_sequences")}
-    results["tokens"] = c.steps * c.batch_size * c.seq_len
+        results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress)
+    budget = train_settings(preset, task, steps)
+    results["train"], results["tokens"] = budget["train"], budget["tokens"]
     if timings:
         results["wall_s"] = time.perf_counter() - started
         results["machine"] = machine()
         peak = next((f for name, f in PEAK_BF16.items() if name in results["machine"].get("gpu", "")), None)
-        if peak and c.device.startswith("cuda"):  # model FLOPs utilisation: useful FLOPs/s over the bf16 peak
+        if peak and budget["device"].startswith("cuda"):  # model FLOPs utilisation: useful FLOPs/s over the bf16 peak
             for r in results["variants"].values():
                 r["mfu"] = r["flops_per_token"] * r["tokens_per_s"] / peak
         return results

@@ -66,6 +66,9 @@ class GPTConfig:
     tie_embeddings: bool = True
     backend: str = "auto"
     norm_eps: float = 1e-5
+    # DIFF V1 only. None: the paper's depth schedule λ_init = 0.8 − 0.6·exp(−0.3·depth); a number in (0, 1): that
+    # constant in every layer (the paper's Table 6 ablation trains 0.8 and 0.5; lesson 11 repeats it in miniature).
+    lambda_init: float | None = None
 
     def __post_init__(self) -> None:
         require(self.attention in VARIANTS, f"attention must be one of {', '.join(VARIANTS)} (got {self.attention!r})")
@@ -91,6 +94,10 @@ class GPTConfig:
             require(self.n_head * self.head_dim == self.d_model,
                     f"diff_v1 splits d_model into n_head/2 heads of 2·head_dim: needs n_head·head_dim == d_model "
                     f"(got {self.n_head}·{self.head_dim} != {self.d_model})")
+        if self.lambda_init is not None:
+            require(self.attention == "diff_v1",
+                    f"lambda_init sets DIFF V1's λ_init; {self.attention} has none (leave it unset)")
+            require(0.0 < self.lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {self.lambda_init})")
 
 
 def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
@@ -109,7 +116,8 @@ def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
 def attention_layer(config: GPTConfig, depth: int) -> nn.Module:
     """The attention module of block `depth` (0-based; DIFF V1's λ_init(depth) schedule depends on it)."""
     if config.attention == "diff_v1":
-        return DiffAttentionV1(config.d_model, depth, config.n_head // 2, config.n_kv_head // 2, backend=config.backend)
+        return DiffAttentionV1(config.d_model, depth, config.n_head // 2, config.n_kv_head // 2, backend=config.backend,
+                               lambda_init=config.lambda_init)
     if config.attention == "diff_v2":
         return DiffAttentionV2(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
     return MultiheadAttention(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)

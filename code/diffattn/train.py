@@ -109,15 +109,17 @@ class TrainingDiverged(ConfigError):
 # ------------------------------------------------------------------------------------------------------ setup
 
 
-def build_configs(preset: str, variant: str, **overrides: Any) -> tuple[GPTConfig, TrainConfig]:
-    """The preset's configs with the variant applied and command-line overrides (None = keep the preset's value)."""
+def build_configs(preset: str, variant: str, lambda_init: float | None = None,
+                  **overrides: Any) -> tuple[GPTConfig, TrainConfig]:
+    """The preset's configs with the variant applied and command-line overrides (None = keep the preset's value);
+    `lambda_init` is DIFF V1's constant λ_init (None: the depth schedule)."""
     require(preset in PRESETS, f"preset must be one of {', '.join(PRESETS)} (got {preset!r})")
     require(variant in ATTENTION, f"attention must be one of {', '.join(ATTENTION)} (got {variant!r})")
     p = PRESETS[preset]
     train = dataclasses.replace(p.train, variant=variant,
                                 **{k: v for k, v in overrides.items() if v is not None})
     check_train_config(train)
-    model = matched_configs(p.model)[variant]
+    model = dataclasses.replace(matched_configs(p.model)[variant], lambda_init=lambda_init)  # checks lambda_init
     require(train.seq_len <= model.max_seq_len,
             f"--seq-len {train.seq_len} is longer than the model supports (max_seq_len {model.max_seq_len} "
             f"in preset {preset})")
@@ -182,7 +184,7 @@ def make_optimizer(model: nn.Module, c: TrainConfig) -> tuple[torch.optim.AdamW,
 
 def training_flops_per_token(model: GPTConfig, variant: str, seq_len: int) -> int:
     """Forward + backward ≈ 3 × forward FLOPs per token (lesson 04's accounting; causal attention counts T/2 keys)."""
-    base = dataclasses.replace(model, attention="baseline",
+    base = dataclasses.replace(model, attention="baseline", lambda_init=None,
                                n_head=model.n_head // 2 if variant == "baseline_2h" else model.n_head)
     config = accounting.ModelConfig(hidden=base.d_model, heads=base.n_head, head_dim=base.head_dim,
                                     layers=base.n_layer, kv_heads=base.n_kv_head, ffn=base.ffn_hidden,
@@ -456,12 +458,12 @@ def train_fresh(preset: str, model_config: GPTConfig, c: TrainConfig, out: str |
 
 
 def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: tuple[str, ...] = ATTENTION,
-                       progress: bool = False) -> dict[str, Path]:
-    """outputs/checkpoints/<preset>/<task>/<variant>/ for each variant, training the ones that are missing, stale
-    (another config) or unfinished. Lessons 09-11 and their tests call this."""
+                       progress: bool = False, seed: int = 0) -> dict[str, Path]:
+    """outputs/checkpoints/<preset>/<task>/<variant>/ (…/<variant>-seed<S>/ for seed S > 0) for each variant, training
+    the ones that are missing, stale (another config) or unfinished. Lessons 09-11 and their tests call this."""
     dirs = {}
     for variant in variants:
-        model, c = build_configs(preset, variant, task=task)
+        model, c = build_configs(preset, variant, task=task, seed=seed)
         out = default_out(preset, task, variant, c.seed)
         if not _finished(out, run_config(preset, model, c)):
             train_fresh(preset, model, c, out, progress=progress)
@@ -487,7 +489,7 @@ def configs_from_args(args) -> tuple[GPTConfig, TrainConfig]:
                      compile=args.compile)
     if args.device == "cpu":
         overrides["bf16"] = False
-    return build_configs(args.preset, args.attention, **overrides)
+    return build_configs(args.preset, args.attention, lambda_init=args.lambda_init, **overrides)
 
 
 def main(args) -> int:

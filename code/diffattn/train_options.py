@@ -17,6 +17,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, help=f"{', '.join(TASK_NAMES)} (default: text)")
     parser.add_argument("--data", default=None, help="a UTF-8 text file or folder for the text task "
                                                      "(default: the built-in Shakespeare corpus)")
+    parser.add_argument("--lambda-init", type=float, default=None,
+                        help="diff_v1 only: this constant λ_init in (0, 1) in every layer (default: the depth schedule)")
     parser.add_argument("--out", type=Path, default=None,
                         help="checkpoint directory (default: outputs/checkpoints/<preset>/<task>/<variant>)")
     parser.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
@@ -41,6 +43,10 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     parser.add_argument("--out", type=Path, default=None, help="default: outputs/compare/<preset>-<task>/")
     parser.add_argument("--note", default=None, help="a remark stored with the machine, e.g. 'shared with other jobs'")
+    parser.add_argument("--lambda-init", default=None, metavar="SETTINGS",
+                        help="instead: DIFF V1's λ_init ablation (lesson 11, the paper's Table 6), e.g. "
+                             "schedule,0.8,0.5: one run per setting and seed; default --out "
+                             "outputs/compare/<preset>-<task>-lambda-init/")
     parser.add_argument("--overhead", action="store_true",
                         help="instead: time the trainer's step against a bare loop on the same model (baseline)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

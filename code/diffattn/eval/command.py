@@ -6,7 +6,9 @@
     quantize      retrieval accuracy (and validation loss) with attention logits quantized to each --bits width
     lambda-sweep  retrieval accuracy, answer share and answer loss with λ (V1) or σ(λ) (V2) changed at inference
     suite         every kind above on the `needles` checkpoints of --preset (trained when missing), JSON per variant and
-                  kind in --out (default outputs/eval/<preset>/): what `make train-small` and scripts/gpu_check.sh run
+                  kind in --out (default outputs/eval/<preset>/); with --seeds S also retrieval on seeds 1…S-1; then
+                  summary.json (machine, wall time, 4-6-needle accuracy per seed): what `make train-small` and
+                  scripts/gpu_check.sh run
 
 Bad input (a missing, truncated or foreign checkpoint, a context longer than the model's, bits outside 2-16, a V2
 coefficient outside (0, 1), a baseline given to lambda-sweep) is one `error:` line and exit code 2.
@@ -33,6 +35,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `python -m diffattn train`")
     p.add_argument("--preset", default=None, help="suite: the preset whose needles checkpoints to evaluate")
     p.add_argument("--out", type=Path, default=None, help="suite: where the JSON files go")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="suite: training seeds 0…S-1; seeds after 0 get retrieval only, for the seed spread (default 1)")
     p.add_argument("--lengths", default=None, help="comma-separated context lengths (default: max_seq_len/2 and max)")
     p.add_argument("--samples", type=int, default=8, help="examples per (layout, length, depth) cell (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the evaluation examples (default 0)")
@@ -124,20 +128,58 @@ def summary(kind: str, results: dict) -> str:
                      for r in results["rows"])
 
 
+MANY_NEEDLES = ("N4R2", "N6R2")  # the paper's hard end of Table 2: 4 and 6 needles, 2 keys asked
+
+
+def many_needles(table: dict) -> dict:
+    """Accuracy with a Wilson interval over every key asked in the 4- and 6-needle layouts together."""
+    from diffattn.eval.retrieval import summarise
+
+    rows = [table["layouts"][name] for name in MANY_NEEDLES]
+    return summarise(sum(r["answered"] for r in rows), sum(r["asked"] for r in rows))
+
+
 def suite(args: argparse.Namespace) -> int:
-    from diffattn.checkpoint import load_model
+    import statistics
+    import time
+
+    from diffattn.checkpoint import load_model, read_metrics
+    from diffattn.compare import machine
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
     from diffattn.train import ensure_checkpoints
 
     require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
+    require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
     out = args.out or outputs_dir() / "eval" / args.preset
-    for variant, directory in ensure_checkpoints(args.preset, "needles", SUITE_VARIANTS, progress=True).items():
-        model, config = load_model(directory, "cuda" if args.preset.startswith("gpu") else "cpu")
-        for kind in KINDS if variant != "baseline" else KINDS[:-1]:
-            results = evaluate(kind, model, config, args)
-            print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
-            write_json_atomic(out / variant / f"{kind.replace('-', '_')}.json", results)
+    device = "cuda" if args.preset.startswith("gpu") else "cpu"
+    started = time.perf_counter()
+    runs: dict[str, list[dict]] = {variant: [] for variant in SUITE_VARIANTS}
+    for seed in range(args.seeds):
+        dirs = ensure_checkpoints(args.preset, "needles", SUITE_VARIANTS, progress=True, seed=seed)
+        for variant, directory in dirs.items():
+            model, config = load_model(directory, device)
+            kinds = ("retrieval",) if seed else KINDS if variant != "baseline" else KINDS[:-1]
+            for kind in kinds:
+                results = evaluate(kind, model, config, args)
+                print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
+                where = out / variant if seed == 0 else out / variant / f"seed{seed}"
+                write_json_atomic(where / f"{kind.replace('-', '_')}.json", results)
+                if kind == "retrieval":
+                    runs[variant].append({"seed": seed, "val_loss": read_metrics(directory)[-1]["val_loss"],
+                                          "overall": results["overall"], "many_needles": many_needles(results)})
+    spread = {variant: {"runs": r, "many_needles_mean": statistics.fmean(x["many_needles"]["accuracy"] for x in r),
+                        "many_needles_std": statistics.stdev(x["many_needles"]["accuracy"] for x in r)
+                        if len(r) > 1 else 0.0} for variant, r in runs.items()}
+    write_json_atomic(out / "summary.json", {
+        "preset": args.preset, "seeds": args.seeds, "samples_per_cell": args.samples, "eval_seed": args.seed,
+        "many_needles_layouts": list(MANY_NEEDLES), "variants": spread,
+        "wall_s": time.perf_counter() - started, "machine": machine()})
+    for variant, r in spread.items():
+        print(f"{variant}: 4-6 needles accuracy per seed "
+              + ", ".join(f"{x['many_needles']['accuracy']:.3f}" for x in r["runs"])
+              + f"; mean {r['many_needles_mean']:.3f} ± {r['many_needles_std']:.3f}")
+    print(f"written to {out}")
     return 0
 
 

@@ -5,6 +5,8 @@
   allocation  share of |effective attention| on the answer record vs the haystack at the query's `=` row
               (diffattn.eval.allocation), per layer, and for the last layer's most answer-focused head by depth
   example     one example's effective map per variant, for the heatmaps
+  measured    the committed `eval suite` results of larger presets (outputs/eval/cpu-small/, `make train-small`),
+              read back with diffattn.eval.saved: seed 0's tables and every seed's 4-6-needle accuracy
 
 The checkpoints come from `diffattn.train.ensure_checkpoints("cpu-tiny", "needles")` (lesson 08's trainer; trained
 on first use, about a minute on 2 cores). Everything runs on one CPU thread.
@@ -15,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diffattn.checkpoint import load_model, read_metrics
-from diffattn.eval import allocation, retrieval
+from diffattn.eval import allocation, retrieval, saved
 from diffattn.experiments.lesson07_small_gpt import one_thread
 from diffattn.numberkinds import Bound, Stable
 from diffattn.pure.accounting import LABELS
@@ -69,47 +71,90 @@ def run(progress: bool = True) -> dict:
                 "allocation": {"layer_mean": alloc["layer_mean"], "best_head": alloc["best_head"]},
             }
             out["lengths"] = lengths
+    out["measured"] = measured()
     return out
 
 
-def report(results: dict) -> str:
-    v = results["variants"]
+def measured() -> dict:
+    """The committed `eval suite` results (cpu-small, GPU) in this lesson's layout, plus the 4-6-needle accuracy of
+    every training seed; {} for presets not yet run."""
+    found = {}
+    for preset, s in saved.suites().items():
+        summary = s["summary"]
+        found[preset] = {
+            "machine": saved.machine_line(summary["machine"]), "seeds": summary["seeds"],
+            "samples_per_cell": summary["samples_per_cell"],
+            "variants": {variant: {"val_loss": r["runs"][0]["val_loss"], "retrieval": s["variants"][variant]["retrieval"],
+                                   "allocation": {k: s["variants"][variant]["allocation"][k]
+                                                  for k in ("layer_mean", "best_head")},
+                                   "many_needles": [run["many_needles"] for run in r["runs"]],
+                                   "many_needles_mean": r["many_needles_mean"],
+                                   "many_needles_std": r["many_needles_std"]}
+                         for variant, r in summary["variants"].items()}}
+    return found
+
+
+def row(label: str, cells) -> str:
+    return f"  {label:<24}" + "".join(f"{cell:>22}" for cell in cells)
+
+
+def interval(r: dict) -> str:
+    return f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+
+
+def tables(v: dict) -> list[str]:
+    """Retrieval per layout, length and depth, then the attention shares, one column per variant."""
     names = list(v)
-
-    def row(label: str, cells) -> str:
-        return f"  {label:<24}" + "".join(f"{cell:>22}" for cell in cells)
-
-    def acc(r: dict) -> str:
-        return f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
-
     first = v[names[0]]["retrieval"]
-    lines = [f"{results['preset']} checkpoints trained on `{results['task']}`; {results['samples_per_cell']} examples "
-             f"per (layout, length, depth) cell; accuracy [Wilson 95% interval]",
-             row("", [LABELS[n] for n in names]),
+    lines = [row("", [LABELS[n] for n in names]),
              row("answer loss at the end", [f"{v[n]['val_loss']:.2f}" for n in names]),
-             row("all asked keys", [acc(v[n]["retrieval"]["overall"]) for n in names])]
-    lines += [row(f"  N={k[1]}, R={k[3]}", [acc(v[n]["retrieval"]["layouts"][k]) for n in names])
+             row("all asked keys", [interval(v[n]["retrieval"]["overall"]) for n in names])]
+    lines += [row(f"  N={k[1]}, R={k[3]}", [interval(v[n]["retrieval"]["layouts"][k]) for n in names])
               for k in first["layouts"]]
-    lines += [row(f"  context {k}", [acc(v[n]["retrieval"]["lengths"][k]) for n in names]) for k in first["lengths"]]
-    lines += [row(f"  depth {float(k):.0%}", [acc(v[n]["retrieval"]["depths"][k]) for n in names])
+    lines += [row(f"  context {k}", [interval(v[n]["retrieval"]["lengths"][k]) for n in names])
+              for k in first["lengths"]]
+    lines += [row(f"  depth {float(k):.0%}", [interval(v[n]["retrieval"]["depths"][k]) for n in names])
               for k in first["depths"]]
     lines += ["", "share of |effective attention| at the query's `=` row (N=4, R=2): answer record / haystack",
               row("", [LABELS[n] for n in names])]
-    layers = len(v[names[0]]["allocation"]["layer_mean"]["answer"])
-    for layer in range(layers):
+    for layer in range(len(v[names[0]]["allocation"]["layer_mean"]["answer"])):
         lines.append(row(f"layer {layer}, mean of heads", [
             f"{v[n]['allocation']['layer_mean']['answer'][layer]:+.2f} / "
             f"{v[n]['allocation']['layer_mean']['haystack'][layer]:+.2f}" for n in names]))
     lines.append(row("last layer, best head", [
         f"{v[n]['allocation']['best_head']['answer']:+.2f} / {v[n]['allocation']['best_head']['haystack']:+.2f}"
         for n in names]))
+    return lines
+
+
+def report(results: dict) -> str:
+    lines = [f"{results['preset']} checkpoints trained on `{results['task']}`; {results['samples_per_cell']} examples "
+             f"per (layout, length, depth) cell; accuracy [Wilson 95% interval]"] + tables(results["variants"])
+    for preset, m in results["measured"].items():
+        v = m["variants"]
+        names = list(v)
+        lines += ["", f"{preset} (committed in outputs/eval/{preset}; {m['machine']}): seed 0, "
+                      f"{m['samples_per_cell']} examples per cell"] + tables(v)
+        lines += ["", f"N=4 and N=6 together (R=2), every training seed: accuracy [Wilson 95% interval]",
+                  row("", [LABELS[n] for n in names])]
+        lines += [row(f"seed {seed}", [interval(v[n]["many_needles"][seed]) for n in names]) for seed in range(m["seeds"])]
+        lines.append(row(f"mean ± std over {m['seeds']} seeds",
+                         [f"{v[n]['many_needles_mean']:.2f} ± {v[n]['many_needles_std']:.2f}" for n in names]))
     return "\n".join(lines)
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:
+    paths = [retrieval_bars(results["variants"], f"{results['preset']} checkpoints", outdir / "09-retrieval.png"),
+             heatmaps(results, outdir)]
+    for preset, m in results["measured"].items():
+        paths.append(retrieval_bars(m["variants"], f"{preset} checkpoints (committed), seed 0",
+                                    outdir / f"09-retrieval-{preset}.png"))
+    return paths
+
+
+def retrieval_bars(v: dict, title: str, path: Path) -> Path:
     from diffattn.plotting import new_figure, save
 
-    v = results["variants"]
     names = list(v)
     layouts = list(v[names[0]]["retrieval"]["layouts"])
     fig, ax = new_figure(7.0, 4.0)
@@ -123,11 +168,9 @@ def figures(results: dict, outdir: Path) -> list[Path]:
     ax.set_xticks(range(len(layouts)), [k.replace("N", "N=").replace("R", ", R=") for k in layouts])
     ax.set_ylim(0, 1)
     ax.set_ylabel("exact-match accuracy (Wilson 95%)")
-    ax.set_title(f"Multi-needle retrieval, {results['preset']} checkpoints (cf. paper Table 2)")
+    ax.set_title(f"Multi-needle retrieval, {title} (cf. paper Table 2)")
     ax.legend(fontsize=8)
-    paths = [save(fig, outdir / "09-retrieval.png")]
-    paths.append(heatmaps(results, outdir))
-    return paths
+    return save(fig, path)
 
 
 def heatmaps(results: dict, outdir: Path) -> Path:

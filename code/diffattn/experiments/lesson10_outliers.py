@@ -5,6 +5,8 @@
   quantize  attention logits quantized to 16/8/6/4 bits (per-map symmetric absmax, diffattn.eval.quantize):
             text validation loss (the `text` checkpoints) and multi-needle accuracy (the `needles` checkpoints),
             as in the paper's Fig. 8
+  measured  the committed `eval suite` results of larger presets (outputs/eval/cpu-small/, `make train-small`), read
+            back with diffattn.eval.saved: outliers on the `needles` checkpoints' validation data, quantized retrieval
 
 Runs on one CPU thread; the checkpoints come from lesson 08's trainer (`ensure_checkpoints`).
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from diffattn.checkpoint import load_model
 from diffattn.data import make_task
-from diffattn.eval import outliers, quantize
+from diffattn.eval import outliers, quantize, saved
 from diffattn.experiments.lesson07_small_gpt import one_thread
 from diffattn.numberkinds import Bound, Stable
 from diffattn.pure.accounting import LABELS
@@ -70,7 +72,37 @@ def run(progress: bool = True) -> dict:
                 "retrieval": {k: {"answered": r["answered"], "asked": r["asked"], "accuracy": r["accuracy"],
                                   "ci95": r["ci95"], "answer_loss": r["answer_loss"]} for k, r in accuracy.items()},
             }
+    out["measured"] = measured()
     return out
+
+
+def measured() -> dict:
+    """The committed `eval suite` outliers and quantized retrieval of the seed-0 `needles` checkpoints."""
+    found = {}
+    for preset, s in saved.suites().items():
+        found[preset] = {"machine": saved.machine_line(s["summary"]["machine"]),
+                         "samples_per_cell": s["summary"]["samples_per_cell"],
+                         "variants": {variant: {"outliers": {k: kinds["outliers"][k] for k in ("logits", "hidden")},
+                                                "retrieval": kinds["quantize"]}
+                                      for variant, kinds in s["variants"].items()}}
+    return found
+
+
+def outlier_rows(v: dict, row) -> list[str]:
+    names = list(v)
+    lines = []
+    for part, label in (("logits", "attention logits"), ("hidden", "hidden states")):
+        for layer in range(len(v[names[0]]["outliers"][part])):
+            lines.append(row(f"{label}, layer {layer}", [
+                f"{s['top1']:.1f} / {s['median']:.2f} ({s['ratio']:.0f}×)"
+                for s in (v[n]["outliers"][part][layer] for n in names)]))
+    return lines
+
+
+def accuracy_rows(v: dict, keys: list[str], row) -> list[str]:
+    return [row(f"needles accuracy, {key if key == 'unquantized' else key + ' bits'}", [
+        f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" for r in (v[n]["retrieval"][key] for n in v)])
+        for key in keys]
 
 
 def report(results: dict) -> str:
@@ -80,22 +112,21 @@ def report(results: dict) -> str:
     def row(label: str, cells) -> str:
         return f"  {label:<30}" + "".join(f"{cell:>18}" for cell in cells)
 
+    keys = ["unquantized"] + [str(b) for b in results["bits"]]
     lines = [f"{results['preset']} `text` checkpoints, {results['windows']} validation windows: |value| top-1 / median "
-             f"(ratio)", row("", [LABELS[n] for n in names])]
-    for part, label in (("logits", "attention logits"), ("hidden", "hidden states")):
-        for layer in range(len(v[names[0]]["outliers"][part])):
-            lines.append(row(f"{label}, layer {layer}", [
-                f"{s['top1']:.1f} / {s['median']:.2f} ({s['ratio']:.0f}×)"
-                for s in (v[n]["outliers"][part][layer] for n in names)]))
+             f"(ratio)", row("", [LABELS[n] for n in names])] + outlier_rows(v, row)
     lines += ["", "attention logits quantized (per-map symmetric absmax):", row("", [LABELS[n] for n in names])]
-    for key in ["unquantized"] + [str(b) for b in results["bits"]]:
+    for key in keys:
         label = key if key == "unquantized" else f"{key} bits"
         lines.append(row(f"text loss, {label}", [f"{v[n]['text_loss'][key]:.2f}" for n in names]))
-    for key in ["unquantized"] + [str(b) for b in results["bits"]]:
-        label = key if key == "unquantized" else f"{key} bits"
-        lines.append(row(f"needles accuracy, {label}", [
-            f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
-            for r in (v[n]["retrieval"][key] for n in names)]))
+    lines += accuracy_rows(v, keys, row)
+    for preset, m in results["measured"].items():
+        mv = m["variants"]
+        lines += ["", f"{preset} `needles` checkpoints, seed 0 (committed in outputs/eval/{preset}; {m['machine']}): "
+                      f"|value| top-1 / median (ratio) on their validation data", row("", [LABELS[n] for n in mv])]
+        lines += outlier_rows(mv, row)
+        lines += [f"  attention logits quantized, {m['samples_per_cell']} examples per cell:"]
+        lines += accuracy_rows(mv, [k for k in keys if k in next(iter(mv.values()))["retrieval"]], row)
     return "\n".join(lines)
 
 

@@ -6,6 +6,11 @@
 Per setting: multi-needle accuracy and answer loss on 40 N=4, R=2 examples (8 per depth) and the last layer's
 highest share of |effective attention| on the answer record (diffattn.eval.lambda_sweep, diffattn.eval.command.sweep);
 then the best setting by accuracy (exercise 11.4's rule: first of ties).
+
+  measured       the committed `eval suite` λ sweeps of larger presets (outputs/eval/cpu-small/, `make train-small`)
+  lambda_init    the committed λ_init ablation (the paper's Table 6): DIFF V1 trained with the depth schedule and with
+                 constant 0.8 and 0.5 (`python -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5`)
+Both are read back with diffattn.eval.saved, never recomputed here.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from diffattn.checkpoint import load_model
-from diffattn.eval import command
+from diffattn.eval import command, saved
 from diffattn.eval.lambda_sweep import best_value
 from diffattn.experiments.lesson07_small_gpt import one_thread
 from diffattn.numberkinds import Bound, Stable
 from diffattn.pure.accounting import LABELS
+from diffattn.pure.attention import lambda_init
 
 TITLE = "The λ sweep on trained models"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
@@ -60,22 +66,79 @@ def run(progress: bool = True) -> dict:
                 rows = table["rows"][1:]
                 table["best"] = best_value(values, [r["accuracy"] for r in rows])
                 out["variants"][variant][mode] = table
+    out["measured"] = {preset: {"machine": saved.machine_line(m["summary"]["machine"]),
+                                "samples_per_cell": m["summary"]["samples_per_cell"],
+                                "variants": {v: {kinds["lambda_sweep"]["mode"]: kinds["lambda_sweep"]}
+                                             for v, kinds in m["variants"].items() if "lambda_sweep" in kinds}}
+                       for preset, m in saved.suites().items()}
+    out["lambda_init"] = ablation_summary(saved.lambda_init())
     return out
+
+
+PAPER_LAYERS = 24  # the ablated 1.4B models of the paper's Table 6 (diff-spec.md §3.8: L = 24)
+
+
+def ablation_summary(found: dict) -> dict:
+    """The ablation's table, settings keyed without dots or spaces (tags name them): per setting λ_init per layer,
+    final loss per seed, mean ± std, paired differences; and the schedule's mean λ_init in our depth and the paper's."""
+    if not found:
+        return {}
+    keep = ("lambda_init", "final_lambda", "val_loss_mean", "val_loss_std", "paired_difference")
+    layers = len(next(iter(found["settings"].values()))["lambda_init"])
+    return {"preset": found["preset"], "seeds": len(found["seeds"]), "tokens": found["tokens"],
+            "reference": found["reference"], "machine": saved.machine_line(found["machine"]),
+            "schedule_mean": {"ours": sum(lambda_init(d) for d in range(layers)) / layers,
+                              "paper": sum(lambda_init(d) for d in range(PAPER_LAYERS)) / PAPER_LAYERS},
+            "settings": {name.replace(" ", "_").replace(".", "_"):
+                         {"label": name, "val_loss": [run["val_loss"] for run in r["runs"]]}
+                         | {k: r[k] for k in keep if k in r}
+                         for name, r in found["settings"].items()}}
+
+
+def sweep_rows(variant: str, modes: dict) -> list[str]:
+    trained = next(iter(modes.values()))["trained_lambdas"]
+    what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
+    lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
+    for mode, table in modes.items():
+        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'answer loss':>12} {'answer share':>13}")
+        for r in table["rows"]:
+            name = "trained" if r["value"] is None else f"{r['value']:g}"
+            lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+                         f" {r['answer_loss']:>12.2f} {r['answer_share_best_head']:>+13.2f}")
+    return lines
+
+
+def ablation_rows(a: dict) -> list[str]:
+    lines = [f"DIFF V1 λ_init ablation (committed in outputs/compare/{a['preset']}-text-lambda-init; {a['machine']}): "
+             f"{a['seeds']} seeds per setting, {a['tokens']:,} tokens per run, text validation loss",
+             f"  {'λ_init':<14}{'per layer':<22}{'loss, mean ± std':>18}   {'paired Δ vs ' + a['reference']:<24}"
+             f"{'seeds where lower':>18}   learned λ per layer"]
+    for r in a["settings"].values():
+        name = r["label"]
+        gap = r.get("paired_difference")
+        paired = f"{gap['mean']:+.3f} ± {gap['std']:.3f}" if gap else "–"
+        lower = f"{sum(g < 0 for g in gap['per_seed'])} of {len(gap['per_seed'])}" if gap else "–"
+        lines.append(f"  {name:<14}{' '.join(f'{x:.2f}' for x in r['lambda_init']):<22}"
+                     f"{r['val_loss_mean']:>10.3f} ± {r['val_loss_std']:.3f}   {paired:<24}{lower:>18}   "
+                     + " ".join(f"{x:.2f}" for x in r["final_lambda"]))
+    m = a["schedule_mean"]
+    lines.append(f"  the schedule's mean λ_init: {m['ours']:.3f} over these {len(r['lambda_init'])} layers, "
+                 f"{m['paper']:.3f} over the paper's {PAPER_LAYERS}")
+    return lines
 
 
 def report(results: dict) -> str:
     lines = [f"{results['preset']} `needles` checkpoints; N=4, R=2, context {results['length']}, "
              f"{results['samples_per_depth']} examples per depth (5 depths)"]
     for variant, modes in results["variants"].items():
-        trained = next(iter(modes.values()))["trained_lambdas"]
-        what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
-        lines.append(f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained))
-        for mode, table in modes.items():
-            lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'answer loss':>12} {'answer share':>13}")
-            for r in table["rows"]:
-                name = "trained" if r["value"] is None else f"{r['value']:g}"
-                lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
-                             f" {r['answer_loss']:>12.2f} {r['answer_share_best_head']:>+13.2f}")
+        lines += sweep_rows(variant, modes)
+    for preset, m in results["measured"].items():
+        lines += ["", f"{preset} `needles` checkpoints, seed 0 (committed in outputs/eval/{preset}; {m['machine']}): "
+                      f"N=4, R=2, {m['samples_per_cell']} examples per depth"]
+        for variant, modes in m["variants"].items():
+            lines += sweep_rows(variant, modes)
+    if results["lambda_init"]:
+        lines += [""] + ablation_rows(results["lambda_init"])
     return "\n".join(lines)
 
 

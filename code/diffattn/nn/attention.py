@@ -128,13 +128,15 @@ class DiffAttentionV1(_Attention):
         λ      = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init(depth)           one fp32 scalar shared by all heads
         out    = out_proj( concat_i (1 − λ_init) · RMSNorm(head_i) )         RMSNorm over each head's 2d channels
 
-    depth is the 0-based layer index: λ_init = 0.8 − 0.6·exp(−0.3·depth), 0.2 for the first layer.
+    depth is the 0-based layer index: λ_init = 0.8 − 0.6·exp(−0.3·depth), 0.2 for the first layer. A `lambda_init`
+    number replaces the schedule by that constant (the paper's Table 6 ablation: 0.8 and 0.5 in every layer).
     """
 
     VARIANT = "DiffAttentionV1"
 
     def __init__(
-        self, embed_dim: int, depth: int, num_heads: int, num_kv_heads: int | None = None, *, backend: str = "auto"
+        self, embed_dim: int, depth: int, num_heads: int, num_kv_heads: int | None = None, *, backend: str = "auto",
+        lambda_init: float | None = None,
     ):
         super().__init__(backend)
         num_kv_heads = num_kv_heads or num_heads
@@ -147,7 +149,9 @@ class DiffAttentionV1(_Attention):
         head_dim = embed_dim // num_heads // 2
         _require_heads(num_heads, num_kv_heads, head_dim)
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
-        self.lambda_init = F.lambda_init(depth)
+        if lambda_init is not None:
+            require(0.0 < lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {lambda_init})")
+        self.lambda_init = F.lambda_init(depth) if lambda_init is None else float(lambda_init)
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)  # 2h heads of d
         self.k_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # 2·h_kv heads of d
         self.v_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # h_kv heads of 2d
