@@ -93,12 +93,16 @@ def test_the_ablation_pairs_runs_by_seed_and_records_each_setting(tiny_root):
     gaps = constant["paired_difference"]
     assert gaps["per_seed"] == [c["val_loss"] - s["val_loss"] for c, s in zip(constant["runs"], schedule["runs"])]
     assert gaps["min"] <= gaps["mean"] <= gaps["max"] and "paired_difference" not in schedule
-    # Each checkpoint restores its own λ_init: the constant's folder is its own, the schedule's is lesson 08's.
+    # Each setting has its own folders (lesson 08's diff_v1 runs stay untouched), and each restores its λ_init.
     root = tiny_root / "outputs" / "checkpoints" / "cpu-tiny" / "text"
     model, config = checkpoint.load_model(root / "diff_v1-lambda_init0.5-seed1")
     assert config["model"]["lambda_init"] == 0.5 and [a.lambda_init for a in layers(model)] == [0.5, 0.5]
-    model, config = checkpoint.load_model(root / "diff_v1")
+    model, config = checkpoint.load_model(root / "diff_v1-lambda_init_schedule")
     assert config["model"]["lambda_init"] is None and layers(model)[1].lambda_init == scheduled(1)
+    assert not (root / "diff_v1").exists()
+    # The batches are paired too: equal training configs, and the data generator ends in the same state.
+    a, b = (checkpoint.load_checkpoint(root / name) for name in ("diff_v1-lambda_init_schedule", "diff_v1-lambda_init0.5"))
+    assert a["config"]["train"] == b["config"]["train"] and torch.equal(a["rng"]["data"], b["rng"]["data"])
     # The learned λ is reported per layer, mean over seeds, from the runs' last evaluation.
     assert constant["final_lambda"] == pytest.approx(
         [sum(r["lambda"][-1][i] for r in constant["runs"]) / 2 for i in range(2)])

@@ -49,8 +49,8 @@ def label(value: float | None) -> str:
 
 
 def run_name(value: float | None) -> str:
-    """The checkpoint folder: the schedule's runs are lesson 08's diff_v1 runs; constants get their own."""
-    return "diff_v1" if value is None else f"diff_v1-lambda_init{value:g}"
+    """The checkpoint folder of a setting: its own, so that the ablation never replaces lesson 08's diff_v1 runs."""
+    return f"diff_v1-lambda_init{'_' + SCHEDULE if value is None else f'{value:g}'}"
 
 
 def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), settings: list[float | None] | None = None,

@@ -3,6 +3,7 @@
     suite(preset)     outputs/eval/<preset>/: `python -m diffattn eval suite --preset P --seeds S` (make train-small,
                       scripts/gpu_check.sh): summary.json and <variant>/<kind>.json of the seed-0 checkpoints
     lambda_init()     outputs/compare/<preset>-text-lambda-init/summary.json: lesson 11's λ_init ablation
+    compare()         outputs/compare/<preset>-text/summary.json: lesson 08's comparison
 
 Both return {} when the files are not there yet (a fresh clone that has not run `make train-small`), so a lesson
 prints what it has.
@@ -40,6 +41,11 @@ def suites() -> dict:
 
 def lambda_init(preset: str = "cpu-small") -> dict:
     return _read(outputs_dir() / "compare" / f"{preset}-text-lambda-init" / "summary.json")
+
+
+def compare(preset: str) -> dict:
+    """Lesson 08's committed comparison on text: outputs/compare/<preset>-text/summary.json."""
+    return _read(outputs_dir() / "compare" / f"{preset}-text" / "summary.json")
 
 
 def machine_line(machine: dict) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from diffattn import ablation
 from diffattn.checkpoint import load_model
 from diffattn.eval import command, saved
 from diffattn.eval.lambda_sweep import best_value
@@ -85,14 +86,38 @@ def ablation_summary(found: dict) -> dict:
         return {}
     keep = ("lambda_init", "final_lambda", "val_loss_mean", "val_loss_std", "paired_difference")
     layers = len(next(iter(found["settings"].values()))["lambda_init"])
+    learned = [x for r in found["settings"].values() for x in r["final_lambda"]]
+    per_seed = [x for r in found["settings"].values() for run in r["runs"] for x in run["lambda"][-1]]
+
+    def shift(constant: float, depth: int) -> float:  # mean |constant − λ_init(d)| over `depth` layers
+        return sum(abs(constant - lambda_init(d)) for d in range(depth)) / depth
+
+    constants = {name.replace(" ", "_").replace(".", "_"): float(name.split()[1])
+                 for name in found["settings"] if name != ablation.SCHEDULE}
     return {"preset": found["preset"], "seeds": len(found["seeds"]), "tokens": found["tokens"],
             "reference": found["reference"], "machine": saved.machine_line(found["machine"]),
+            "wall_s": found["wall_s"], "final_lambda_range": [min(learned), max(learned)],
+            "final_lambda_seed_range": [min(per_seed), max(per_seed)],
+            "mean_shift": {key: {"ours": shift(c, layers), "paper": shift(c, PAPER_LAYERS)} for key, c in constants.items()},
+            "rerun_shift": rerun_shift(found),
             "schedule_mean": {"ours": sum(lambda_init(d) for d in range(layers)) / layers,
                               "paper": sum(lambda_init(d) for d in range(PAPER_LAYERS)) / PAPER_LAYERS},
             "settings": {name.replace(" ", "_").replace(".", "_"):
                          {"label": name, "val_loss": [run["val_loss"] for run in r["runs"]]}
                          | {k: r[k] for k in keep if k in r}
+                         | ({"seeds_lower": sum(g < 0 for g in r["paired_difference"]["per_seed"])}
+                            if "paired_difference" in r else {})
                          for name, r in found["settings"].items()}}
+
+
+def rerun_shift(found: dict) -> float | None:
+    """The largest change in DIFF V1's final loss between the ablation's schedule runs and lesson 08's committed runs
+    of the same seeds (same config; they differ only in the machine's thread count): the noise of a rerun."""
+    earlier = {r["seed"]: r["val_loss"] for r in saved.compare(found["preset"]).get("variants", {})
+               .get("diff_v1", {}).get("runs", [])}
+    gaps = [abs(r["val_loss"] - earlier[r["seed"]]) for r in found["settings"][ablation.SCHEDULE]["runs"]
+            if r["seed"] in earlier]
+    return max(gaps) if gaps else None
 
 
 def sweep_rows(variant: str, modes: dict) -> list[str]:
@@ -110,20 +135,29 @@ def sweep_rows(variant: str, modes: dict) -> list[str]:
 
 def ablation_rows(a: dict) -> list[str]:
     lines = [f"DIFF V1 λ_init ablation (committed in outputs/compare/{a['preset']}-text-lambda-init; {a['machine']}): "
-             f"{a['seeds']} seeds per setting, {a['tokens']:,} tokens per run, text validation loss",
+             f"{a['seeds']} seeds per setting, {a['tokens']:,} tokens per run, text validation loss, "
+             f"{a['wall_s']:,.0f} s for all runs",
              f"  {'λ_init':<14}{'per layer':<22}{'loss, mean ± std':>18}   {'paired Δ vs ' + a['reference']:<24}"
              f"{'seeds where lower':>18}   learned λ per layer"]
     for r in a["settings"].values():
         name = r["label"]
         gap = r.get("paired_difference")
         paired = f"{gap['mean']:+.3f} ± {gap['std']:.3f}" if gap else "–"
-        lower = f"{sum(g < 0 for g in gap['per_seed'])} of {len(gap['per_seed'])}" if gap else "–"
+        lower = f"{r['seeds_lower']} of {len(gap['per_seed'])}" if gap else "–"
         lines.append(f"  {name:<14}{' '.join(f'{x:.2f}' for x in r['lambda_init']):<22}"
                      f"{r['val_loss_mean']:>10.3f} ± {r['val_loss_std']:.3f}   {paired:<24}{lower:>18}   "
                      + " ".join(f"{x:.2f}" for x in r["final_lambda"]))
     m = a["schedule_mean"]
     lines.append(f"  the schedule's mean λ_init: {m['ours']:.3f} over these {len(r['lambda_init'])} layers, "
                  f"{m['paper']:.3f} over the paper's {PAPER_LAYERS}")
+    lines.append("  mean |constant − schedule| per layer: " + "; ".join(
+        f"{a['settings'][key]['label']}: {shift['ours']:.2f} here, {shift['paper']:.2f} in the paper's {PAPER_LAYERS} layers"
+        for key, shift in a["mean_shift"].items()))
+    low, high = a["final_lambda_seed_range"]
+    lines.append(f"  learned λ of single runs, last evaluation: {low:.2f} to {high:.2f}")
+    if a["rerun_shift"] is not None:
+        lines.append(f"  the schedule's runs against lesson 08's runs of the same seeds (another thread count): final "
+                     f"loss moved by up to {a['rerun_shift']:.3f}")
     return lines
 
 
