@@ -16,8 +16,10 @@
 #      preset is 1,200 steps per variant, sized for about 5 minutes each (not yet measured): GPU_TRAIN_STEPS=1200 on a
 #      machine you hold longer. GPU_TRAIN_STEPS=0 skips training.
 #   6. lessons 09-11 on gpu-small `needles` checkpoints (trained when missing): `python -m diffattn eval suite`
-#      writes one JSON per variant and evaluation to $OUT/eval-gpu-small (skipped with GPU_TRAIN_STEPS=0).
-# Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results").
+#      writes one JSON per variant and evaluation, and summary.json (machine, GPU), to $OUT/eval-gpu-small
+#      (skipped with GPU_TRAIN_STEPS=0).
+# Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results"); copy eval-gpu-small also
+# to outputs/eval/gpu-small/, where lessons 09-11 read committed suites (diffattn.eval.saved) and report them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-outputs/gpu/local}

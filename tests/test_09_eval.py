@@ -208,3 +208,20 @@ def test_eval_cli_bad_input_is_one_line_and_exit_2(ckpts, tmp_path, capsys, kind
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:"), lines
     assert re.search(message, lines[0]), lines[0]
+
+
+def test_many_needles_pools_the_4_and_6_needle_layouts():
+    from diffattn.eval.command import many_needles
+
+    table = {"layouts": {"N1R1": {"answered": 9, "asked": 10}, "N2R2": {"answered": 9, "asked": 10},
+                         "N4R2": {"answered": 3, "asked": 10}, "N6R2": {"answered": 1, "asked": 30}}}
+    pooled = many_needles(table)
+    assert (pooled["answered"], pooled["asked"], pooled["accuracy"]) == (4, 40, 0.1)
+    assert tuple(pooled["ci95"]) == pytest.approx(retrieval.wilson(4, 40))
+
+
+@pytest.mark.parametrize("extra, message", [([], "--preset"), (["--preset", "cpu-tiny", "--seeds", "0"], "--seeds")])
+def test_eval_suite_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    assert main(["eval", "suite", *extra]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
