@@ -225,3 +225,31 @@ def test_eval_suite_bad_input_is_one_line_and_exit_2(capsys, extra, message):
     assert main(["eval", "suite", *extra]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+
+
+def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, capsys):
+    """`make train-small` and scripts/gpu_check.sh run this: checkpoints trained on first use (2 steps here), every
+    kind on seed 0, retrieval on the other seeds, summary.json with the machine and the 4-6-needle accuracy per seed."""
+    from diffattn import train as train_module
+    from diffattn.eval import saved
+
+    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
+    monkeypatch.setitem(train_module.PRESETS, "cpu-tiny", train_module.Preset(
+        train_module.PRESETS["cpu-tiny"].model,
+        train_module.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2),
+        "test"))
+    monkeypatch.setattr(saved, "SUITE_PRESETS", ("cpu-tiny",))
+    assert main(["eval", "suite", "--preset", "cpu-tiny", "--seeds", "2", "--samples", "1", "--lengths", "32"]) == 0
+    out = tmp_path / "outputs" / "eval" / "cpu-tiny"
+    kinds = {v: sorted(p.name for p in (out / v).glob("*.json")) for v in ("baseline", "diff_v1", "diff_v2")}
+    assert kinds["baseline"] == ["allocation.json", "outliers.json", "quantize.json", "retrieval.json"]
+    assert kinds["diff_v1"] == kinds["diff_v2"] == sorted(kinds["baseline"] + ["lambda_sweep.json"])
+    assert [p.name for p in (out / "diff_v2" / "seed1").iterdir()] == ["retrieval.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seeds"] == 2 and "cpu" in summary["machine"]
+    for variant, r in summary["variants"].items():
+        seed1 = json.loads((out / variant / "seed1" / "retrieval.json").read_text())
+        assert [run["seed"] for run in r["runs"]] == [0, 1]
+        assert r["runs"][1]["many_needles"]["asked"] == seed1["layouts"]["N4R2"]["asked"] + seed1["layouts"]["N6R2"]["asked"]
+    found = saved.suites()["cpu-tiny"]  # what lessons 09-11 read back
+    assert found["summary"] == summary and set(found["variants"]["diff_v1"]) == {p[:-5] for p in kinds["diff_v1"]}
