@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diffattn.compare import machine, train_seeds, train_settings
+from diffattn.compare import machine, save_results, timing_line, train_seeds, train_settings
 from diffattn.errors import ConfigError, require
 from diffattn.pure.attention import lambda_init as scheduled_lambda_init
 from diffattn.train import PRESETS
@@ -89,10 +89,7 @@ def format_table(results: dict[str, Any]) -> str:
         paired = (f"{gap['mean']:+.3f} ± {gap['std']:.3f} [{gap['min']:+.3f}, {gap['max']:+.3f}]" if gap else "–")
         lines.append(f"  {name:<14}{' '.join(f'{v:.2f}' for v in r['lambda_init']):<26}{r['val_loss_mean']:>9.3f}"
                      f"{r['val_loss_std']:>7.3f}   {paired:<34}{' '.join(f'{v:.2f}' for v in r['final_lambda'])}")
-    m = results["machine"]
-    lines.append(f"  all runs: {results['wall_s']:.0f} s on {m['cpu']} ({m['torch_threads']} torch threads), "
-                 f"torch {m['torch']}, {m['date']}" + (f", {m['gpu']}" if "gpu" in m else "")
-                 + (f" ({m['note']})" if "note" in m else ""))
+    lines.append(timing_line(results))
     return "\n".join(lines)
 
 
@@ -129,7 +126,6 @@ def plot(results: dict[str, Any], path: Path) -> Path:
 def main(args) -> int:
     """`python -m diffattn compare --lambda-init SETTINGS` (options: diffattn.train_options)."""
     from diffattn.paths import outputs_dir
-    from diffattn.results import write_json_atomic
     from diffattn.train import build_configs
 
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
@@ -137,15 +133,5 @@ def main(args) -> int:
     build_configs(args.preset, "diff_v1", task=args.task, steps=args.steps)  # bad input fails before any training
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}-lambda-init"
     results = ablate(args.preset, args.task, tuple(range(args.seeds)), settings, args.steps, not args.no_progress)
-    if args.note:
-        results["machine"]["note"] = args.note
-    write_json_atomic(out / "summary.json", results)
-    table = format_table(results)
-    (out / "table.txt").write_text(table + "\n")
-    try:
-        plot(results, out / "lambda-init.png")
-    except ImportError:
-        pass  # no matplotlib: the table and the JSON are the results
-    print(table)
-    print(f"written to {out}")
+    save_results(results, out, args.note, format_table, plot, "lambda-init.png")
     return 0

@@ -187,11 +187,16 @@ def format_table(results: dict[str, Any]) -> str:
                      f"{diff:>9}" + (f"{r['tokens_per_s']:>10,.0f}" if timed else "")
                      + (f"  MFU {r['mfu']:.1%}" if "mfu" in r else ""))
     if timed:
-        m = results["machine"]
-        lines.append(f"  all runs: {results['wall_s']:.0f} s on {m['cpu']} ({m['torch_threads']} torch threads), "
-                     f"torch {m['torch']}, {m['date']}" + (f", {m['gpu']}" if "gpu" in m else "")
-                     + (f" ({m['note']})" if "note" in m else ""))
+        lines.append(timing_line(results))
     return "\n".join(lines)
+
+
+def timing_line(results: dict[str, Any]) -> str:
+    """The last line of a results table: wall time of all runs and the machine they ran on."""
+    m = results["machine"]
+    return (f"  all runs: {results['wall_s']:.0f} s on {m['cpu']} ({m['torch_threads']} torch threads), "
+            f"torch {m['torch']}, {m['date']}" + (f", {m['gpu']}" if "gpu" in m else "")
+            + (f" ({m['note']})" if "note" in m else ""))
 
 
 def plot(results: dict[str, Any], path: Path) -> Path:
@@ -247,16 +252,22 @@ def main(args) -> int:
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
     results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
                       steps=args.steps)
-    if args.note:
-        results["machine"]["note"] = args.note
+    save_results(results, out, args.note, format_table, plot, "compare.png")
+    return 0
+
+
+def save_results(results: dict[str, Any], out: Path, note: str | None, tabulate, draw, figure: str) -> None:
+    """summary.json, table.txt and the figure in `out` (no figure without matplotlib), then the table on stdout.
+    `note` (e.g. "shared with other jobs") is stored with the machine and printed in the table."""
+    if note:
+        results["machine"]["note"] = note
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "summary.json", results)
-    table = format_table(results)
+    table = tabulate(results)
     (out / "table.txt").write_text(table + "\n")
     try:
-        plot(results, out / "compare.png")
+        draw(results, out / figure)
     except ImportError:
         pass  # no matplotlib: the table and the JSON are the results
     print(table)
     print(f"written to {out}")
-    return 0
