@@ -114,9 +114,12 @@ def test_committed_results_are_read_back_or_absent(tiny_root):
     assert saved.suites() == {} and saved.lambda_init() == {}
     root = tiny_root / "outputs" / "eval" / "cpu-small"
     (root / "diff_v1").mkdir(parents=True)
-    summary = {"variants": {"diff_v1": {"runs": []}}, "machine": {"cpu": "x", "torch_threads": 1, "torch": "t",
-                                                                  "date": "d", "note": "shared"}}
+    summary = {"seeds": 2, "variants": {"diff_v1": {"runs": []}},
+               "machine": {"cpu": "x", "torch_threads": 1, "torch": "t", "date": "d", "note": "shared"}}
     (root / "summary.json").write_text(json.dumps(summary))
     (root / "diff_v1" / "retrieval.json").write_text(json.dumps({"overall": 1}))
-    assert saved.suites() == {"cpu-small": {"summary": summary, "variants": {"diff_v1": {"retrieval": {"overall": 1}}}}}
+    (root / "diff_v1" / "seed1").mkdir()
+    (root / "diff_v1" / "seed1" / "retrieval.json").write_text(json.dumps({"overall": 2}))
+    assert saved.suites() == {"cpu-small": {"summary": summary, "variants": {"diff_v1": {"retrieval": {"overall": 1}}},
+                                            "seeds": {"diff_v1": [{"overall": 2}]}}}
     assert saved.machine_line(summary["machine"]) == "x, 1 thread(s), torch t, d; shared"

@@ -24,14 +24,17 @@ def _read(path: Path) -> dict:
 
 
 def suite(preset: str) -> dict:
-    """{"summary": summary.json, "variants": {variant: {kind: results}}} for the seed-0 checkpoints; {} if absent."""
+    """{"summary": summary.json, "variants": {variant: {kind: results}} of the seed-0 checkpoints,
+    "seeds": {variant: [seed 1's retrieval, seed 2's, …]}}; {} if absent."""
     root = outputs_dir() / "eval" / preset
     summary = _read(root / "summary.json")
     if not summary:
         return {}
     variants = {variant: {p.stem: _read(p) for p in sorted((root / variant).glob("*.json"))}
                 for variant in summary["variants"]}
-    return {"summary": summary, "variants": variants}
+    seeds = {variant: [_read(root / variant / f"seed{seed}" / "retrieval.json") for seed in range(1, summary["seeds"])]
+             for variant in summary["variants"]}
+    return {"summary": summary, "variants": variants, "seeds": seeds}
 
 
 def suites() -> dict:

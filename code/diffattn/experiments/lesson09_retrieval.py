@@ -14,6 +14,7 @@ on first use, about a minute on 2 cores). Everything runs on one CPU thread.
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from diffattn.checkpoint import load_model, read_metrics
@@ -68,7 +69,8 @@ def run(progress: bool = True) -> dict:
             out["variants"][variant] = {
                 "val_loss": read_metrics(directory)[-1]["val_loss"],
                 "retrieval": retrieval.table2(model, lengths, SAMPLES, progress=progress),
-                "allocation": {"layer_mean": alloc["layer_mean"], "best_head": alloc["best_head"]},
+                "allocation": {"length": alloc["length"], "layer_mean": alloc["layer_mean"],
+                               "best_head": alloc["best_head"]},
             }
             out["lengths"] = lengths
     out["measured"] = measured()
@@ -81,16 +83,23 @@ def measured() -> dict:
     found = {}
     for preset, s in saved.suites().items():
         summary = s["summary"]
-        found[preset] = {
-            "machine": saved.machine_line(summary["machine"]), "seeds": summary["seeds"],
-            "samples_per_cell": summary["samples_per_cell"],
-            "variants": {variant: {"val_loss": r["runs"][0]["val_loss"], "retrieval": s["variants"][variant]["retrieval"],
-                                   "allocation": {k: s["variants"][variant]["allocation"][k]
-                                                  for k in ("layer_mean", "best_head")},
-                                   "many_needles": [run["many_needles"] for run in r["runs"]],
-                                   "many_needles_mean": r["many_needles_mean"],
-                                   "many_needles_std": r["many_needles_std"]}
-                         for variant, r in summary["variants"].items()}}
+        v = {variant: {"val_loss": r["runs"][0]["val_loss"], "retrieval": s["variants"][variant]["retrieval"],
+                       "allocation": {k: s["variants"][variant]["allocation"][k]
+                                      for k in ("length", "layer_mean", "best_head")},
+                       "many_needles": [run["many_needles"] for run in r["runs"]],
+                       "many_needles_mean": r["many_needles_mean"], "many_needles_std": r["many_needles_std"],
+                       "overall": [run["overall"] for run in r["runs"]],
+                       "overall_mean": statistics.fmean(run["overall"]["accuracy"] for run in r["runs"]),
+                       "answer_loss": [run["val_loss"] for run in r["runs"]],
+                       "one_needle": [t["layouts"]["N1R1"] for t in [s["variants"][variant]["retrieval"],
+                                                                    *s["seeds"][variant]]]}
+             for variant, r in summary["variants"].items()}
+        for r in v.values():  # DIFF minus baseline, seed by seed: same data order, different initial weights
+            gaps = [a["accuracy"] - b["accuracy"] for a, b in zip(r["many_needles"], v["baseline"]["many_needles"])]
+            r["many_needles_gap"] = {"per_seed": gaps, "mean": statistics.fmean(gaps),
+                                     "std": statistics.stdev(gaps) if len(gaps) > 1 else 0.0}
+        found[preset] = {"machine": saved.machine_line(summary["machine"]), "seeds": summary["seeds"],
+                         "samples_per_cell": summary["samples_per_cell"], "variants": v}
     return found
 
 
@@ -115,8 +124,8 @@ def tables(v: dict) -> list[str]:
               for k in first["lengths"]]
     lines += [row(f"  depth {float(k):.0%}", [interval(v[n]["retrieval"]["depths"][k]) for n in names])
               for k in first["depths"]]
-    lines += ["", "share of |effective attention| at the query's `=` row (N=4, R=2): answer record / haystack",
-              row("", [LABELS[n] for n in names])]
+    lines += ["", f"share of |effective attention| at the query's `=` row (N=4, R=2, context "
+                  f"{v[names[0]]['allocation']['length']}): answer record / haystack", row("", [LABELS[n] for n in names])]
     for layer in range(len(v[names[0]]["allocation"]["layer_mean"]["answer"])):
         lines.append(row(f"layer {layer}, mean of heads", [
             f"{v[n]['allocation']['layer_mean']['answer'][layer]:+.2f} / "
@@ -140,6 +149,16 @@ def report(results: dict) -> str:
         lines += [row(f"seed {seed}", [interval(v[n]["many_needles"][seed]) for n in names]) for seed in range(m["seeds"])]
         lines.append(row(f"mean ± std over {m['seeds']} seeds",
                          [f"{v[n]['many_needles_mean']:.2f} ± {v[n]['many_needles_std']:.2f}" for n in names]))
+        lines.append(row("− baseline, paired by seed", [
+            f"{v[n]['many_needles_gap']['mean']:+.2f} ± {v[n]['many_needles_gap']['std']:.2f}" if n != "baseline" else "–"
+            for n in names]))
+        lines += ["", "every training seed: all asked keys, N=1 (R=1), answer loss at the end",
+                  row("", [LABELS[n] for n in names])]
+        for seed in range(m["seeds"]):
+            lines.append(row(f"seed {seed}, all asked keys", [interval(v[n]["overall"][seed]) for n in names]))
+            lines.append(row(f"seed {seed}, N=1", [interval(v[n]["one_needle"][seed]) for n in names]))
+            lines.append(row(f"seed {seed}, answer loss", [f"{v[n]['answer_loss'][seed]:.2f}" for n in names]))
+        lines.append(row(f"all asked keys, mean of seeds", [f"{v[n]['overall_mean']:.2f}" for n in names]))
     return "\n".join(lines)
 
 

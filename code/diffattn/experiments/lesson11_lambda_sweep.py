@@ -69,6 +69,7 @@ def run(progress: bool = True) -> dict:
                 out["variants"][variant][mode] = table
     out["measured"] = {preset: {"machine": saved.machine_line(m["summary"]["machine"]),
                                 "samples_per_cell": m["summary"]["samples_per_cell"],
+                                "length": m["variants"]["diff_v1"]["allocation"]["length"],  # the suite's longest
                                 "variants": {v: {kinds["lambda_sweep"]["mode"]: kinds["lambda_sweep"]}
                                              for v, kinds in m["variants"].items() if "lambda_sweep" in kinds}}
                        for preset, m in saved.suites().items()}
@@ -168,7 +169,7 @@ def report(results: dict) -> str:
         lines += sweep_rows(variant, modes)
     for preset, m in results["measured"].items():
         lines += ["", f"{preset} `needles` checkpoints, seed 0 (committed in outputs/eval/{preset}; {m['machine']}): "
-                      f"N=4, R=2, {m['samples_per_cell']} examples per depth"]
+                      f"N=4, R=2, context {m['length']}, {m['samples_per_cell']} examples per depth"]
         for variant, modes in m["variants"].items():
             lines += sweep_rows(variant, modes)
     if results["lambda_init"]:

@@ -119,14 +119,19 @@ def manifest_problems(root: Path, files: dict[str, bytes]) -> dict[str, str]:
 
 
 def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
-    """Every file of the checkout outside UNWATCHED folders and under SNAPSHOT_LIMIT, as bytes (a few MB)."""
+    """Every file of the checkout outside UNWATCHED folders and under SNAPSHOT_LIMIT, as bytes (a few MB).
+
+    The walk never enters an UNWATCHED folder (a .venv alone holds tens of thousands of files: walking it took most
+    of a grading run) nor follows a link to a folder."""
     found = {}
-    for path in root.rglob("*"):
-        relative = path.relative_to(root)
-        if (path.is_file() and not path.is_symlink() and not UNWATCHED & set(relative.parts)
-                and not EDITOR_FILES.search(relative.as_posix()) and path.resolve() not in skip
-                and path.stat().st_size <= SNAPSHOT_LIMIT):
-            found[relative.as_posix()] = path.read_bytes()
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name not in UNWATCHED]
+        for name in names:
+            path = Path(folder, name)
+            relative = path.relative_to(root).as_posix()
+            if (path.is_file() and not path.is_symlink() and not EDITOR_FILES.search(relative)
+                    and path.resolve() not in skip and path.stat().st_size <= SNAPSHOT_LIMIT):
+                found[relative] = path.read_bytes()
     return found
 
 
