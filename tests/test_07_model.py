@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
+from diffattn.cpu import one_thread  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
 from diffattn.experiments.lesson07_small_gpt import (  # noqa: E402
     accounting_config,
-    one_thread,
     paper_shape_params,
     train_copy,
 )

@@ -18,7 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from diffattn.experiments.lesson07_small_gpt import copy_batch, copy_loss, one_thread, train_copy  # noqa: E402
+from diffattn.cpu import one_thread  # noqa: E402
+from diffattn.experiments.lesson07_small_gpt import copy_batch, copy_loss, train_copy  # noqa: E402
 from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
 from diffattn.nn import DiffAttentionV1, DiffAttentionV2, rope_cos_sin  # noqa: E402
 

@@ -23,12 +23,22 @@ from diffattn.results import load_numbers
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_LESSONS = sorted(n for n, needs in experiments.REQUIRES.items() if "torch" in needs)
 # Lesson 08 retrains four models (about 75 s under the portable kernels on 2 cores): `make test-slow` checks it, so
-# `make test` stays within its time budget; its kinds were calibrated on both paths when they were declared.
+# `make test` stays within its time budget; its kinds were calibrated on every path when they were declared.
 SLOW_LESSONS = {"08"}
-CASES = {
-    "portable kernels (ATEN_CPU_CAPABILITY=default)": {"ATEN_CPU_CAPABILITY": "default"},
-    "one thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-}
+
+
+def kernel_path_cases() -> dict[str, dict[str, str]]:
+    """One case per kernel path this CPU offers besides the one torch picks by itself (that one is the freshness
+    test's run): on an AVX-512 machine default and avx2, on an AVX2 machine default."""
+    try:
+        from diffattn.cpu import kernel_paths, native_path
+    except ImportError:  # no torch: every case skips below
+        return {}
+    return {f"kernel path {path} (ATEN_CPU_CAPABILITY={path})": {"ATEN_CPU_CAPABILITY": path}
+            for path in kernel_paths() if path != native_path()}
+
+
+CASES = {**kernel_path_cases(), "one thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}}
 
 pytestmark = pytest.mark.torch
 
@@ -53,12 +63,25 @@ def test_lesson_numbers_survive_another_cpu_path(number: str, case: str):
     assert not problems, f"{case}: numbers moved beyond their declared kinds:\n" + "\n".join(problems[:20])
 
 
-def test_the_portable_kernel_path_really_is_another_path():
-    """Guards the test above against testing nothing: the variable must reach torch and change its kernels here."""
-    torch = pytest.importorskip("torch")
+def test_every_kernel_path_case_really_runs_on_its_path():
+    """Guards the test above against testing nothing: each case's variable must reach torch and select its path."""
+    pytest.importorskip("torch")
     probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
-    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
-    shown = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert shown.stdout.strip() == "DEFAULT"
-    if torch.backends.cpu.get_cpu_capability() == "DEFAULT":
-        pytest.skip("this CPU runs the portable kernels already; the case above compares two equal paths")
+    paths = [env["ATEN_CPU_CAPABILITY"] for env in CASES.values() if "ATEN_CPU_CAPABILITY" in env]
+    if not paths:
+        pytest.skip("this CPU runs the portable kernels already: there is no other path to compare with")
+    assert "default" in paths
+    for path in paths:
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": path}
+        shown = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        assert shown.stdout.strip().lower() == path
+
+
+def test_kernel_paths_list_every_path_up_to_the_native_one():
+    pytest.importorskip("torch")
+    from diffattn.cpu import X86_PATHS, kernel_paths, native_path
+
+    paths = kernel_paths()
+    assert paths[0] == "default" and paths[-1] == native_path()
+    if native_path() in X86_PATHS:
+        assert paths == X86_PATHS[: X86_PATHS.index(native_path()) + 1]

@@ -7,6 +7,14 @@ A checkpoint is a directory:
     DIR/config.json      CONFIG again, readable: {"model": GPTConfig fields, "train": TrainConfig fields, "task": …}
     DIR/metrics.jsonl    one JSON object per logged step (written by diffattn.train, read by anyone)
 
+A weights-only copy (what ships with the course, diffattn.shipped) keeps config.json and metrics.jsonl and replaces
+checkpoint.pt by
+
+    DIR/model.safetensors  the model's tensors in the safetensors format (no pickle, nothing but named arrays); a tied
+                           output head is stored once, as the embedding, and tied again on load
+
+`load_model` reads either kind.
+
 Every file is written to a temporary name in DIR and renamed over the old one (`os.replace` is atomic on one file
 system), so a run killed mid-save leaves the previous checkpoint whole. Loading fails with a one-line ConfigError
 naming the problem (missing, truncated, corrupt, unknown variant) instead of a pickle traceback.
@@ -27,6 +35,7 @@ from diffattn.errors import ConfigError, require
 from diffattn.model import GPT, VARIANTS, GPTConfig
 
 CHECKPOINT_FILE = "checkpoint.pt"
+WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 KEYS = ("model", "optimizer", "scheduler", "step", "rng", "config")
@@ -90,12 +99,53 @@ def model_config(config: dict[str, Any]) -> GPTConfig:
     return GPTConfig(**config["model"])
 
 
+TIED_HEAD = "lm_head.weight"  # the same tensor as tok_emb.weight when GPTConfig.tie_embeddings
+
+
+def save_weights(directory: str | Path, model: GPT, config: dict[str, Any]) -> Path:
+    """Write DIR/model.safetensors and DIR/config.json atomically: the weights-only copy `load_model` reads."""
+    from safetensors.torch import save
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    # safetensors refuses two names for one storage: keep the embedding, drop its tied alias
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
+               if not (k == TIED_HEAD and model.config.tie_embeddings)}
+    _write_atomic(directory / WEIGHTS_FILE, lambda f: f.write(save(tensors)))
+    _write_atomic(directory / CONFIG_FILE, lambda f: f.write(json.dumps(config, indent=1) + "\n"), mode="w")
+    return directory
+
+
+def _load_weights(directory: Path, map_location: str | torch.device) -> tuple[dict[str, torch.Tensor], dict]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path, config_path = directory / WEIGHTS_FILE, directory / CONFIG_FILE
+    require(config_path.is_file(), f"no {CONFIG_FILE} beside {path}")
+    try:
+        tensors = load(path.read_bytes())
+        config = json.loads(config_path.read_text())
+    except (SafetensorError, ValueError) as exc:
+        raise ConfigError(f"weights {path} are truncated or corrupt ({type(exc).__name__})") from None
+    if config.get("model", {}).get("tie_embeddings", True) and "tok_emb.weight" in tensors:
+        tensors[TIED_HEAD] = tensors["tok_emb.weight"]
+    return {k: v.to(map_location) for k, v in tensors.items()}, config
+
+
 def load_model(directory: str | Path, map_location: str | torch.device = "cpu") -> tuple[GPT, dict[str, Any]]:
-    """The trained GPT (eval mode, on `map_location`) and its config dict {"model", "train", "task"}."""
-    state = load_checkpoint(directory, map_location)
-    model = GPT(model_config(state["config"]))
-    model.load_state_dict(state["model"])  # GPT.load_state_dict: a wrong variant or shape is a one-line ConfigError
-    return model.to(map_location).eval(), state["config"]
+    """The trained GPT (eval mode, on `map_location`) and its config dict {"model", "train", "task"}, from a full
+    checkpoint (checkpoint.pt) or a weights-only copy (model.safetensors)."""
+    directory = Path(directory)
+    if (directory / WEIGHTS_FILE).is_file() and not has_checkpoint(directory):
+        weights, config = _load_weights(directory, map_location)
+    else:
+        state = load_checkpoint(directory, map_location)
+        weights, config = state["model"], state["config"]
+    require(config.get("model", {}).get("attention") in VARIANTS,
+            f"checkpoint {directory} has an unknown attention variant (known: {', '.join(VARIANTS)})")
+    model = GPT(model_config(config))
+    model.load_state_dict(weights)  # GPT.load_state_dict: a wrong variant or shape is a one-line ConfigError
+    return model.to(map_location).eval(), config
 
 
 def read_metrics(directory: str | Path) -> list[dict[str, Any]]:

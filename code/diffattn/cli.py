@@ -113,6 +113,18 @@ def build_parser() -> argparse.ArgumentParser:
     train_options.add_compare_arguments(compare)
     eval_command.add_parser(sub)
 
+    models = sub.add_parser("models", help="the trained checkpoints lessons 09-11 ship with: verify, retrain, band",
+                            description="verify: check the shipped checkpoints (outputs/models/) against their "
+                                        "MANIFEST.json. retrain: train them again here and print how far each final "
+                                        "loss lands from the shipped one (--replace ships the new weights). band: "
+                                        "retrain under every CPU kernel path and 1 and 2 threads, write band.json.")
+    models.add_argument("action", choices=["verify", "retrain", "band"])
+    models.add_argument("--threads", type=int, default=1, help="retrain: torch threads (default: %(default)s, as shipped)")
+    models.add_argument("--out", type=Path, default=None, help="retrain: folder for the retrained runs "
+                                                                "(default: runs/models-retrained/latest)")
+    models.add_argument("--replace", action="store_true", help="retrain: make the retrained weights the shipped ones")
+    models.add_argument("--json", action="store_true", help="retrain: print the comparison as JSON")
+
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     return parser
@@ -322,6 +334,14 @@ def cmd_training(args: argparse.Namespace) -> int:
     return importlib.import_module(f"diffattn.{module}").main(args)
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    _require_torch("models")
+    from diffattn import shipped
+
+    return shipped.main(args)
+
+
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade, "train": cmd_training,
-            "compare": cmd_training, "eval": lambda args: eval_command.main(args)}
+            "compare": cmd_training, "eval": lambda args: eval_command.main(args),
+            "models": cmd_models}

@@ -12,7 +12,6 @@ Everything runs on CPU in one thread (thread count can change float summation or
 
 from __future__ import annotations
 
-import contextlib
 import math
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from diffattn.cpu import one_thread
 from diffattn.generate import cache_nbytes, generate, incremental_logits
 from diffattn.model import GPT, GPTConfig, attention_layer, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Bound, Stable
@@ -53,17 +53,6 @@ NUMBER_KINDS = {
     "decode.*.exact_copies": Bound(at_least=0.875),
     "worst_logit_diff": CACHE_GAP,
 }
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Run torch on one CPU thread, then restore: the numbers then do not depend on how many cores the machine has."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def copy_batch(batch: int, prefix: int, vocab: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:

@@ -2,10 +2,11 @@
 
   presets    the three presets' shapes, budgets and parameter counts (exact: arithmetic on configs)
   variants   cpu-tiny on the built-in Shakespeare text, seed 0, every variant: validation loss curves, λ per layer (V1),
-             mean σ(λ) per layer (V2). The checkpoints land in outputs/checkpoints/cpu-tiny/text/<variant>/, where
-             lessons 09-11 read them
+             mean σ(λ) per layer (V2). The checkpoints land in outputs/checkpoints/cpu-tiny/text/<variant>/
   measured   the comparisons committed under outputs/compare/<preset>-text/ by `python -m diffattn compare`
              (`make train-small`): seed spread and timings, with the machine they ran on. Read, not recomputed
+  shipped    the checkpoints lessons 09-11 evaluate (diffattn.shipped, outputs/models/): where they were made, and how
+             far retraining moved each final loss across CPU kernel paths and thread counts (band.json). Read
 
 Training runs in one thread and is deterministic on one machine; on another CPU the kernels round differently and
 training amplifies it, so every loss and λ here is Stable with a tolerance measured across kernel paths and thread
@@ -20,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from diffattn import compare
+from diffattn import compare, shipped
+from diffattn.cpu import one_thread
 from diffattn.data import text
-from diffattn.experiments.lesson07_small_gpt import one_thread
 from diffattn.model import GPT, matched_configs, parameter_breakdown
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
@@ -37,7 +38,10 @@ TASK = "text"
 
 # Measured by running this lesson under ATEN_CPU_CAPABILITY=default against the machine's AVX2 path, and with 1 vs 2
 # threads (2026-12-01, AMD EPYC, torch 2.13): baseline, 2h and V2 losses moved by at most 2e-5 and σ(λ) by 1e-6; DIFF
-# V1 moved by 5e-3 in loss and 7e-3 in λ, even between 1 and 2 threads on one kernel path. V1's λ is one scalar per
+# V1 moved by 5e-3 in loss and 7e-3 in λ, even between 1 and 2 threads on one kernel path. `models band` later
+# retrained the same runs on an AVX-512 CPU under default, avx2 and avx512 with 1 and 2 threads (outputs/models/
+# band.json): V1 moved by 6.0e-3, the others by 2e-6 at most (tests/test_09_shipped_checkpoints.py keeps the
+# tolerances above that band). V1's λ is one scalar per
 # layer multiplying every attention output, so its gradient is a sum over all of them whose order follows the thread
 # split and the vector width; training amplifies that last-digit difference. Tolerances are 2.4x (V1's loss) to 5x
 # (the others) the largest moves seen.
@@ -118,6 +122,7 @@ def run(progress: bool = True) -> dict:
     results["gaps"]["diff_v2_vs_baseline_2h"] = v["diff_v2"]["val_loss_mean"] - v["baseline_2h"]["val_loss_mean"]
     results["presets"] = preset_table()
     results["measured"] = measured()
+    results["shipped"] = shipped.summary()
     return results
 
 
@@ -149,6 +154,7 @@ def report(results: dict) -> str:
              "  DIFF V2 mean σ(λ) per layer, last eval: "
              + ", ".join(f"{x:.2f}" for x in v["diff_v2"]["runs"][0]["sigma_lambda"][-1]),
              "  (V1's figures carry one decimal: they move in the third on another CPU or thread count)"]
+    lines += shipped_lines(results["shipped"])
     for name, m in results["measured"].items():
         mach = m["machine"]
         lines += ["", f"{name}, {m['seeds']} seed(s), {m['tokens']:,} tokens per run (outputs/compare/{name}-text, "
@@ -161,6 +167,17 @@ def report(results: dict) -> str:
                   row("tokens/s", [f"{r['tokens_per_s']:,.0f}" for r in m["variants"].values()]),
                   f"  all {len(m['variants'])} variants × {m['seeds']} seeds: {m['wall_s']:.0f} s of wall time"]
     return "\n".join(lines)
+
+
+def shipped_lines(s: dict) -> list[str]:
+    m = s["machine"]
+    lines = ["", f"shipped {s['preset']} checkpoints (outputs/models, seed {s['seed']}, made on {m['cpu']}, kernel path "
+                 f"{m['kernel_path']}, {m['torch_threads']} thread, torch {m['torch']}, {m['date']}): retrained under "
+                 f"{', '.join(s['kernel_paths'])} × {', '.join(map(str, s['threads']))} threads, the final loss moved "
+                 f"from the shipped one by at most"]
+    lines += [f"  {task:<10}" + ", ".join(f"{LABELS[v]} {x:.1e}" for v, x in widest.items())
+              for task, widest in s["widest"].items()]
+    return lines
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:
