@@ -3,7 +3,7 @@
 Grade it with `make grade EX=ex07` (`make grade` grades every exercise).
 
 You may use torch, `diffattn.nn.kernels.attention` and `diffattn.errors.require`; do not import the reference
-`diffattn.nn.functional.diff_v2_gqa_attention` or `query_head_groups` (that grades the reference, not you).
+`diffattn.nn.kernels.diff_v2_gqa_attention` or `diffattn.nn.functional.query_head_groups` (that grades the reference, not you).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ REFERENCE: dict[str, str] = {
     "reparameterized_lambda": "diffattn.nn.functional:reparameterized_lambda",
     "lambda_init": "diffattn.nn.functional:lambda_init",
     "headwise_norm": "diffattn.nn.functional:headwise_norm",
-    "diff_v2_gqa_attention": "diffattn.nn.functional:diff_v2_gqa_attention",
+    "diff_v2_gqa_attention": "diffattn.nn.kernels:diff_v2_gqa_attention",
     "query_head_groups": "diffattn.nn.functional:query_head_groups",
     "v1_forward": "diffattn.eval.lambda_sweep:v1_forward",
     "v2_forward": "diffattn.eval.lambda_sweep:v2_forward",

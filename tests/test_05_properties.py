@@ -14,8 +14,8 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from diffattn.nn import DiffAttentionV1, DiffAttentionV2, MultiheadAttention, rope_cos_sin  # noqa: E402
-from diffattn.nn import functional as F  # noqa: E402
-from diffattn.nn.kernels import attention  # noqa: E402
+from diffattn.nn import functional as ours  # noqa: E402
+from diffattn.nn.kernels import attention, diff_v2_gqa_attention  # noqa: E402
 from diffattn.nn.rope import apply_rope  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -61,7 +61,7 @@ def test_v1_rows_sum_to_one_minus_lambda(lam, n_q, extra, causal, seed):
     n_k = n_q + extra
     q1, q2 = rand(2, n_q, 4, seed=seed)
     k1, k2 = rand(2, n_k, 4, seed=seed + 1)
-    weights = F.diff_weights_v1(q1, k1, q2, k2, lam, causal)
+    weights = ours.diff_weights_v1(q1, k1, q2, k2, lam, causal)
     assert torch.allclose(weights.sum(-1), torch.full((n_q,), 1 - lam, dtype=torch.float64), atol=1e-12)
 
 
@@ -70,7 +70,7 @@ def test_v1_rows_sum_to_one_minus_lambda(lam, n_q, extra, causal, seed):
 def test_v2_rows_sum_to_one_minus_sigma(n_q, seed):
     q1, q2, k = rand(3, n_q, 4, seed=seed)
     logits = rand(n_q, seed=seed + 1) * 3
-    weights = F.diff_weights_v2(q1, q2, k, logits, causal=True)
+    weights = ours.diff_weights_v2(q1, q2, k, logits, causal=True)
     expected = 1 - torch.sigmoid(logits)
     assert torch.allclose(weights.sum(-1), expected, atol=1e-12)
     assert bool(((expected > 0) & (expected < 1)).all()), "σ keeps V2's row sums inside (0, 1)"
@@ -82,15 +82,15 @@ def test_linearity_two_kernel_calls_equal_one_weight_matrix(lam, n, seed):
     """(A1 − λA2)V with one matmul (the naive path) equals A1V − λ·A2V from two kernel calls (the flash path)."""
     q1, k1, q2, k2 = rand(4, 1, n, 1, 4, seed=seed)  # (b, N, heads, d)
     v = rand(1, n, 1, 8, seed=seed + 1)  # 2d-wide values
-    one_matmul = F.diff_attention_v1(q1[0, :, 0], k1[0, :, 0], q2[0, :, 0], k2[0, :, 0], v[0, :, 0], lam, causal=True)
+    one_matmul = ours.diff_attention_v1(q1[0, :, 0], k1[0, :, 0], q2[0, :, 0], k2[0, :, 0], v[0, :, 0], lam, causal=True)
     two_calls = attention(q1, k1, v) - lam * attention(q2, k2, v)
     assert torch.allclose(two_calls[0, :, 0], one_matmul, atol=1e-12)
 
 
 def test_lambda_init_table_and_limit():
     table = {0: 0.2000, 1: 0.3555, 2: 0.4707, 3: 0.5561, 4: 0.6193, 5: 0.6661, 6: 0.7008}  # 0.8 − 0.6·exp(−0.3·d)
-    assert {d: round(F.lambda_init(d), 4) for d in table} == table
-    assert all(F.lambda_init(d) < F.lambda_init(d + 1) < 0.8 for d in range(60)), "increasing, bounded by 0.8"
+    assert {d: round(ours.lambda_init(d), 4) for d in table} == table
+    assert all(ours.lambda_init(d) < ours.lambda_init(d + 1) < 0.8 for d in range(60)), "increasing, bounded by 0.8"
 
 
 # ---- V2 reductions and pairing ------------------------------------------------------------------------------------
@@ -136,7 +136,7 @@ def test_identical_pairs_give_one_minus_sigma_times_av(seed):
     q = q_half.repeat_interleave(2, dim=2)  # heads (2i, 2i+1) identical
     k, v = rand(1, 5, 1, 4, seed=seed + 1), rand(1, 5, 1, 4, seed=seed + 2)
     logits = rand(1, 5, 2, seed=seed + 3)
-    got = F.diff_v2_gqa_attention(q, k, v, logits)
+    got = diff_v2_gqa_attention(q, k, v, logits)
     expected = (1 - torch.sigmoid(logits))[..., None] * attention(q_half, k, v)
     assert torch.allclose(got, expected, atol=1e-12)
 
@@ -144,14 +144,14 @@ def test_identical_pairs_give_one_minus_sigma_times_av(seed):
 @pytest.mark.parametrize("h, h_kv", [(4, 2), (4, 4), (8, 2)])
 def test_pairing_halves_instead_of_neighbours_is_wrong(h, h_kv):
     """chunk(2) pairs head i with head i + h, from different GQA groups (blog ablation 1): show the straddle and the damage."""
-    groups = F.query_head_groups(2 * h, h_kv)
+    groups = ours.query_head_groups(2 * h, h_kv)
     assert all(groups[2 * i] == groups[2 * i + 1] for i in range(h)), "neighbours share a KV head"
     assert any(groups[i] != groups[i + h] for i in range(h)), "halves straddle KV groups"
     q, k, v = rand(1, 6, 2 * h, 4, seed=1), rand(1, 6, h_kv, 4, seed=2), rand(1, 6, h_kv, 4, seed=3)
     logits = rand(1, 6, h, seed=4)
     out = attention(q, k, v)
     halves = out[:, :, :h] - torch.sigmoid(logits)[..., None] * out[:, :, h:]
-    right = F.diff_v2_gqa_attention(q, k, v, logits)
+    right = diff_v2_gqa_attention(q, k, v, logits)
     assert (halves - right).abs().max() > 1e-2
 
 
@@ -205,7 +205,7 @@ def test_norm_sets_every_head_to_one_minus_lambda_init():
 
     r = norm_effect(depth=3)
     # eps = 1e-5 against a mean square of ~1e-2 pulls the RMS down by ~eps/(2·ms) ≈ 5e-4 relative
-    assert abs(r["rms_after"] - (1 - F.lambda_init(3))) < 2e-3
+    assert abs(r["rms_after"] - (1 - ours.lambda_init(3))) < 2e-3
     assert r["rms_before"] < r["rms_values"], "the differential heads start smaller than the values"
 
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from diffattn import pure  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
 from diffattn.nn import KVCache, apply_rope, rope_cos_sin  # noqa: E402
-from diffattn.nn import functional as F  # noqa: E402
+from diffattn.nn import functional as ours  # noqa: E402
 from diffattn.nn import kernels  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -45,22 +45,22 @@ def test_torch_mirror_equals_stdlib_fp64(n_q, extra, d, causal, lam, seed):
     v = rand(n_k, 2 * d, seed=seed + 2)
     logits = rand(n_q, seed=seed + 3)
     L = lambda t: t.tolist()  # noqa: E731
-    assert close(F.attention_weights(q1, k1, causal), pure.attention_weights(L(q1), L(k1), causal))
-    assert close(F.scaled_dot_product_attention(q1, k1, v, causal),
+    assert close(ours.attention_weights(q1, k1, causal), pure.attention_weights(L(q1), L(k1), causal))
+    assert close(ours.scaled_dot_product_attention(q1, k1, v, causal),
                  pure.scaled_dot_product_attention(L(q1), L(k1), L(v), causal))
-    assert close(F.diff_weights_v1(q1, k1, q2, k2, lam, causal),
+    assert close(ours.diff_weights_v1(q1, k1, q2, k2, lam, causal),
                  pure.diff_weights_v1(L(q1), L(k1), L(q2), L(k2), lam, causal))
-    assert close(F.diff_attention_v1(q1, k1, q2, k2, v, lam, causal),
+    assert close(ours.diff_attention_v1(q1, k1, q2, k2, v, lam, causal),
                  pure.diff_attention_v1(L(q1), L(k1), L(q2), L(k2), L(v), lam, causal))
-    assert close(F.diff_weights_v2(q1, q2, k1, logits, causal),
+    assert close(ours.diff_weights_v2(q1, q2, k1, logits, causal),
                  pure.diff_weights_v2(L(q1), L(q2), L(k1), L(logits), causal))
-    assert close(F.diff_attention_v2(q1, q2, k1, v[:, :d], logits, causal),
+    assert close(ours.diff_attention_v2(q1, q2, k1, v[:, :d], logits, causal),
                  pure.diff_attention_v2(L(q1), L(q2), L(k1), L(v[:, :d]), L(logits), causal))
-    assert close(F.logit_difference_weights(q1, k1, q2, k2, lam, causal),
+    assert close(ours.logit_difference_weights(q1, k1, q2, k2, lam, causal),
                  pure.logit_difference_weights(L(q1), L(k1), L(q2), L(k2), lam, causal))
-    assert close(F.softmax(logits), [pure.softmax(L(logits))])
-    assert abs(F.sigmoid(logits[0]).item() - pure.sigmoid(logits[0].item())) < 1e-15
-    assert F.lambda_init(3) == pure.lambda_init(3)
+    assert close(ours.softmax(logits), [pure.softmax(L(logits))])
+    assert abs(ours.sigmoid(logits[0]).item() - pure.sigmoid(logits[0].item())) < 1e-15
+    assert ours.lambda_init(3) == pure.lambda_init(3)
 
 
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
@@ -77,7 +77,7 @@ def test_multi_head_kernels_equal_stdlib_per_head(backend, n_q, causal):
 
 def test_softmax_accumulates_in_fp32_for_bf16():
     logits = rand(3, 200, seed=1, dtype=torch.bfloat16) * 4
-    got = F.softmax(logits)
+    got = ours.softmax(logits)
     assert got.dtype == torch.bfloat16
     assert torch.equal(got, torch.softmax(logits.float(), dim=-1).bfloat16())
 
@@ -111,7 +111,7 @@ def test_causal_mask_is_bottom_right_aligned(backend):
 def test_gqa_maps_query_head_i_to_kv_head_i_over_group_size(backend):
     q, k, v = rand(2, 5, 6, 4, seed=1), rand(2, 5, 2, 4, seed=2), rand(2, 5, 2, 4, seed=3)
     got = kernels.attention(q, k, v, backend=backend)
-    groups = F.query_head_groups(6, 2)
+    groups = ours.query_head_groups(6, 2)
     assert groups == [0, 0, 0, 1, 1, 1]
     expected = kernels.attention(q, k[:, :, groups], v[:, :, groups], backend="math")  # one KV head per query head
     assert torch.allclose(got, expected, atol=1e-12)
@@ -176,9 +176,9 @@ def test_bad_shapes_raise_config_errors(shapes, message):
 def test_diff_v2_gqa_attention_refuses_straddling_pairs():
     q, kv = torch.zeros(1, 2, 6, 4), torch.zeros(1, 2, 6, 4)
     with pytest.raises(ConfigError, match=r"pair \(0, 1\) would straddle"):
-        F.diff_v2_gqa_attention(q, kv, kv, torch.zeros(1, 2, 3))
+        kernels.diff_v2_gqa_attention(q, kv, kv, torch.zeros(1, 2, 3))
     with pytest.raises(ConfigError, match="lambda_logits"):
-        F.diff_v2_gqa_attention(q, kv[:, :, :3], kv[:, :, :3], torch.zeros(1, 2, 6))
+        kernels.diff_v2_gqa_attention(q, kv[:, :, :3], kv[:, :, :3], torch.zeros(1, 2, 6))
 
 
 def test_flash_attn_is_never_imported_at_module_load():
@@ -275,6 +275,6 @@ def test_v2_rejects_non_finite_lambda_logits_like_the_stdlib(bad):
     """σ(±inf) is a finite 0 or 1, so the check must look at the logits themselves, as diffattn.pure does."""
     q = torch.zeros(3, 4, dtype=torch.float64)
     with pytest.raises(ConfigError, match="λ logits must be finite"):
-        F.diff_weights_v2(q, q, q, bad)
+        ours.diff_weights_v2(q, q, q, bad)
     with pytest.raises(ConfigError, match="λ logits must be finite"):
         pure.diff_weights_v2(q.tolist(), q.tolist(), q.tolist(), bad)

@@ -165,11 +165,18 @@ def test_nan_loss_stops_with_one_line_and_keeps_the_last_checkpoint(tmp_path):
     assert 1 <= step < 6 and f"step {step + 1};" in result.stderr
 
 
+def hear_ctrl_c() -> None:
+    """In the child before exec: a suite started in the background of a non-interactive shell inherits an ignored
+    SIGINT, and Python then never installs its Ctrl-C handler; a learner's terminal delivers it, so this test does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "diffattn", "train", *QUICK, "--attention", "baseline",
                              "--steps", "100000", "--checkpoint-every", "100000", "--out", str(out)],
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=hear_ctrl_c)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(checkpoint.read_metrics(out)) < 3:
         time.sleep(0.05)

@@ -1,6 +1,6 @@
 """GPU checks (CUDA only; skipped elsewhere): every attention path in bf16/fp16 agrees with an fp64 reference.
 
-The same checks run without pytest: `python -c "from diffattn.experiments.lesson06_kernels import device_report;
+The same checks run without pytest: `python -c "from diffattn.nn.device import device_report;
 print(device_report('cuda'))"` (scripts/gpu_check.sh). Tolerances are kernels.TOLERANCE (bf16 4e-2, fp16 5e-3,
 fp32 1e-5, absolute, unit-scale inputs) and 3e-2 relative for whole modules in bf16.
 """
@@ -55,7 +55,7 @@ def test_sdpa_kernels_for_equal_and_wide_values():
 
 
 def test_modules_in_bf16_match_fp64():
-    from diffattn.experiments.lesson06_kernels import module_agreement
+    from diffattn.nn.device import module_agreement
 
     errors = module_agreement("cuda", torch.bfloat16)
     assert all(err < 3e-2 for err in errors.values()), errors
@@ -64,7 +64,7 @@ def test_modules_in_bf16_match_fp64():
 def test_device_report_is_json_ready():
     import json
 
-    from diffattn.experiments.lesson06_kernels import device_report
+    from diffattn.nn.device import device_report
 
     report = device_report("cuda")
     assert report["agreement_ok"], report["agreement"]

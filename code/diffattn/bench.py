@@ -20,8 +20,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from diffattn.nn import functional as F
-from diffattn.nn.kernels import attention, split_value_attention, value_slices
+from diffattn.nn.kernels import attention, diff_v2_gqa_attention, split_value_attention, value_slices
 
 
 @dataclass(frozen=True)
@@ -109,7 +108,7 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
         "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d), flops(2 * h, d)),
         "diff_v1": (v1(attention), flops(h, 2 * d), flops(h, 2 * d, v1_slices)),
         "diff_v1_4call": (v1(split_value_attention), flops(h, 2 * d), flops(h, 2 * d, 2)),
-        "diff_v2": (lambda: F.diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d)),
+        "diff_v2": (lambda: diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d)),
     }
 
 

@@ -317,7 +317,7 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     torch = _require_torch("gpu-check")
     if not torch.cuda.is_available():
         raise ConfigError("gpu-check needs a CUDA GPU (none is visible); the CPU checks run in `make test`")
-    from diffattn.experiments.lesson06_kernels import device_report
+    from diffattn.nn.device import device_report
 
     report = device_report("cuda")
     print(json.dumps(report, indent=1))

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from diffattn import pure
-from diffattn.nn import functional as F
+from diffattn.nn import functional as ours
 from diffattn.nn.attention import DiffAttentionV1, MultiheadAttention
 from diffattn.numberkinds import Bound, Stable
 from diffattn.nn.rope import rope_cos_sin
@@ -54,8 +54,8 @@ def seed_example() -> dict:
     n, d, lam = 6, 8, 0.8
     q1, k1, q2, k2 = torch.randn(4, n, d)  # four (n, d) tensors from one draw, in the seed's order
     v = torch.randn(n, 2 * d)  # drawn as the seed does; V1 values are 2d wide
-    weights = F.diff_weights_v1(q1, k1, q2, k2, lam)  # softmax(q1 k1ᵀ/√d) − λ·softmax(q2 k2ᵀ/√d), (n, n)
-    out = F.diff_attention_v1(q1, k1, q2, k2, v, lam)  # (n, 2d)
+    weights = ours.diff_weights_v1(q1, k1, q2, k2, lam)  # softmax(q1 k1ᵀ/√d) − λ·softmax(q2 k2ᵀ/√d), (n, n)
+    out = ours.diff_attention_v1(q1, k1, q2, k2, v, lam)  # (n, 2d)
     row_sums = weights.sum(dim=-1)
     return {
         "n": n,
@@ -67,11 +67,11 @@ def seed_example() -> dict:
         # the count is exact on every CPU only because no weight sits within rounding (1e-7) of zero
         "smallest_abs_weight": weights.abs().min().item(),
         "total": n * n,
-        "softmax_negative": int((F.attention_weights(q1, k1) < 0).sum().item()),
+        "softmax_negative": int((ours.attention_weights(q1, k1) < 0).sum().item()),
         "out_shape": list(out.shape),
         "weights": weights.tolist(),
-        "map1": F.attention_weights(q1, k1).tolist(),
-        "map2": F.attention_weights(q2, k2).tolist(),
+        "map1": ours.attention_weights(q1, k1).tolist(),
+        "map2": ours.attention_weights(q2, k2).tolist(),
     }
 
 
@@ -106,7 +106,7 @@ def norm_effect(depth: int = 0, seq: int = 64) -> dict:
     rope = rope_cos_sin((0, seq), module.head_dim, dtype=torch.float64)
     with torch.no_grad():
         heads = module.differential_heads(x, rope)  # (1, seq, h, 2d)
-        normed = F.headwise_norm(heads, module.subln.weight, module.lambda_init, module.subln.eps)
+        normed = ours.headwise_norm(heads, module.subln.weight, module.lambda_init, module.subln.eps)
     rms = lambda t: t.pow(2).mean(dim=-1).sqrt()  # noqa: E731  (1, seq, h): RMS over each head's 2d channels
     values = module.v_proj(x).pow(2).mean().sqrt().item()
     return {"depth": depth, "seq": seq, "lambda_init": module.lambda_init, "rms_values": values,
@@ -137,9 +137,9 @@ def stdlib_agreement(seed: int = 0) -> dict:
     v = torch.randn(n_k, 2 * d, generator=g, dtype=torch.float64)
     logits = torch.randn(n_q, generator=g, dtype=torch.float64)
     rows = lambda t: t.tolist()  # noqa: E731
-    v1 = F.diff_attention_v1(q1, k1, q2, k2, v, 0.7, causal=True)
+    v1 = ours.diff_attention_v1(q1, k1, q2, k2, v, 0.7, causal=True)
     v1_pure = pure.diff_attention_v1(rows(q1), rows(k1), rows(q2), rows(k2), rows(v), 0.7, causal=True)
-    v2 = F.diff_attention_v2(q1, q2, k1, v[:, :d], logits, causal=True)
+    v2 = ours.diff_attention_v2(q1, q2, k1, v[:, :d], logits, causal=True)
     v2_pure = pure.diff_attention_v2(rows(q1), rows(q2), rows(k1), rows(v[:, :d]), logits.tolist(), causal=True)
     diff = lambda a, b: (a - torch.tensor(b, dtype=torch.float64)).abs().max().item()  # noqa: E731
     return {"v1": diff(v1, v1_pure), "v2": diff(v2, v2_pure)}
@@ -154,9 +154,9 @@ def run(progress: bool = True) -> dict:
         "seed": seed_example(),
         "schedule": {
             "depths": list(DEPTHS),
-            "lambda_init": [F.lambda_init(depth) for depth in DEPTHS],
-            "scale": [1 - F.lambda_init(depth) for depth in DEPTHS],
-            "one_based_first_layer": F.lambda_init(1),  # what layer 0 gets if the code is fed l = depth + 1
+            "lambda_init": [ours.lambda_init(depth) for depth in DEPTHS],
+            "scale": [1 - ours.lambda_init(depth) for depth in DEPTHS],
+            "one_based_first_layer": ours.lambda_init(1),  # what layer 0 gets if the code is fed l = depth + 1
         },
         "lambda0": lambda0,
         "norm": norm_effect(),

@@ -18,10 +18,8 @@ from pathlib import Path
 
 import torch
 
-from diffattn.nn import functional as F
+from diffattn.nn import functional as ours
 from diffattn.nn import kernels
-from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2, MultiheadAttention
-from diffattn.nn.rope import rope_cos_sin
 from diffattn.numberkinds import Bound
 from diffattn.progress import Progress
 
@@ -137,14 +135,14 @@ def v2_call(dtype: torch.dtype, seed: int = 0) -> float:
     g = torch.Generator().manual_seed(seed)
     q, k, v = _random((2, 64, 8, 32), g, dtype), _random((2, 64, 2, 32), g, dtype), _random((2, 64, 2, 32), g, dtype)
     logits = _random((2, 64, 4), g, dtype)
-    one_call = F.diff_v2_gqa_attention(q, k, v, logits, backend="sdpa")
-    groups = F.query_head_groups(8, 2)
+    one_call = kernels.diff_v2_gqa_attention(q, k, v, logits, backend="sdpa")
+    groups = ours.query_head_groups(8, 2)
     heads = []
     for i in range(4):  # head i: two single-head calls on its own KV head
         kv = slice(groups[2 * i], groups[2 * i] + 1)
         a1 = kernels.attention(q[:, :, 2 * i : 2 * i + 1], k[:, :, kv], v[:, :, kv], backend="sdpa")
         a2 = kernels.attention(q[:, :, 2 * i + 1 : 2 * i + 2], k[:, :, kv], v[:, :, kv], backend="sdpa")
-        heads.append(a1 - F.sigmoid(logits[:, :, i : i + 1, None]) * a2)
+        heads.append(a1 - ours.sigmoid(logits[:, :, i : i + 1, None]) * a2)
     return (one_call - torch.cat(heads, dim=2)).abs().max().item()
 
 
@@ -260,51 +258,3 @@ def figures(results: dict, outdir: Path) -> list[Path]:
     ax.set_title("Kernel cost per layer, relative to the baseline (from the call plans)")
     ax.legend(fontsize=8)
     return [save(fig, outdir / "06-kernel-costs.png")]
-
-
-def module_agreement(device: str, dtype: torch.dtype, seed: int = 0) -> dict[str, float]:
-    """Relative max error of each module on `device` in `dtype` (backend "auto") against itself in fp64 on CPU (math)."""
-    modules = {
-        "baseline": lambda: MultiheadAttention(256, 4, 2),
-        "v1": lambda: DiffAttentionV1(256, depth=1, num_heads=2, num_kv_heads=1),
-        "v2": lambda: DiffAttentionV2(256, 4, 2),
-    }
-    errors = {}
-    for name, build in modules.items():
-        torch.manual_seed(seed)
-        reference = build().double()
-        reference.backend = "math"
-        x = torch.randn(2, 128, 256, dtype=torch.float64)
-        rope = rope_cos_sin((0, 128), reference.head_dim, dtype=torch.float64)
-        with torch.no_grad():
-            expected = reference(x, rope)
-            fast = build().to(device)
-            fast.load_state_dict(reference.state_dict())
-            fast = fast.to(dtype)  # the λ vectors follow the module dtype here; λ itself is still computed in fp32
-            got = fast(x.to(device, dtype), tuple(t.to(device) for t in rope))
-        errors[name] = ((got.double().cpu() - expected).abs().max() / expected.abs().max()).item()
-    return errors
-
-
-def device_report(device: str = "cuda") -> dict:
-    """Everything the GPU check needs to know about attention on `device`, as a JSON-ready dict (no pytest needed)."""
-    low = torch.bfloat16
-    q, k = torch.zeros(1, 128, 8, 64, device=device, dtype=low), torch.zeros(1, 128, 4, 64, device=device, dtype=low)
-    v_equal, v_wide = torch.zeros_like(k), torch.zeros(1, 128, 4, 128, device=device, dtype=low)
-    report = {
-        "device": torch.cuda.get_device_name(device) if str(device).startswith("cuda") else str(device),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "available": kernels.available_backends(),
-        "auto_bf16": {"equal_dims": kernels.resolve_backend(q, k, v_equal),
-                      "v1_values_2d": kernels.resolve_backend(q, k, v_wide)},
-        "sdpa_kernels_bf16": {"equal_dims": kernels.sdpa_kernel_support(q, k, v_equal),
-                              "v1_values_2d": kernels.sdpa_kernel_support(q, k, v_wide)},
-        "agreement": {str(dt).removeprefix("torch."): kernels.backend_agreement(device, dt)
-                      for dt in (torch.bfloat16, torch.float16, torch.float32)},
-        "modules_bf16_relative_error": module_agreement(device, low),
-    }
-    report["agreement_ok"] = all(x <= a["tolerance"] for a in report["agreement"].values()
-                                 for case in a["cases"].values() for x in case.values())
-    return report

@@ -26,9 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from diffattn.errors import ConfigError, require, require_positive
-from diffattn.nn import functional as F
+from diffattn.nn.functional import check_pairs_share_kv, headwise_norm, reparameterized_lambda
+from diffattn.nn.functional import lambda_init as depth_schedule  # the name `lambda_init` is a constructor argument here
 from diffattn.nn.cache import KVCache
-from diffattn.nn.kernels import BACKENDS, attention
+from diffattn.nn.kernels import BACKENDS, attention, diff_v2_gqa_attention
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import apply_rope
 
@@ -151,7 +152,7 @@ class DiffAttentionV1(_Attention):
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         if lambda_init is not None:
             require(0.0 < lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {lambda_init})")
-        self.lambda_init = F.lambda_init(depth) if lambda_init is None else float(lambda_init)
+        self.lambda_init = depth_schedule(depth) if lambda_init is None else float(lambda_init)
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)  # 2h heads of d
         self.k_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # 2·h_kv heads of d
         self.v_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # h_kv heads of 2d
@@ -178,7 +179,7 @@ class DiffAttentionV1(_Attention):
 
     def lambda_full(self) -> Tensor:
         """The layer's λ (0-dim, fp32): exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init."""
-        return F.reparameterized_lambda(self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, self.lambda_init)
+        return reparameterized_lambda(self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, self.lambda_init)
 
     def differential_heads(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
         """Every head's (A1 − λ·A2) V before the norm: (b, N, h, 2d)."""
@@ -197,7 +198,7 @@ class DiffAttentionV1(_Attention):
 
     def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
         attn = self.differential_heads(x, rope, cache)  # (b, N, h, 2d)
-        attn = F.headwise_norm(attn, self.subln.weight, self.lambda_init, self.subln.eps)  # per head, × (1 − λ_init)
+        attn = headwise_norm(attn, self.subln.weight, self.lambda_init, self.subln.eps)  # per head, × (1 − λ_init)
         return self.out_proj(attn.flatten(2))  # (b, N, h·2d = embed_dim) -> (b, N, embed_dim)
 
 
@@ -230,7 +231,7 @@ class DiffAttentionV2(_Attention):
         require_positive(d_model=d_model, num_heads=num_heads, num_kv_heads=num_kv_heads)
         head_dim = _default_head_dim("d_model", d_model, num_heads, head_dim)
         _require_even_head_dim(head_dim)
-        F.check_pairs_share_kv(2 * num_heads, num_kv_heads)
+        check_pairs_share_kv(2 * num_heads, num_kv_heads)
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
         self.q_proj = nn.Linear(d_model, 2 * num_heads * head_dim, bias=False)
         self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)
@@ -245,7 +246,7 @@ class DiffAttentionV2(_Attention):
         k = apply_rope(self.k_proj(x).view(b, n, h_kv, d), *rope)  # (b, N, h_kv, d)
         v = self.v_proj(x).view(b, n, h_kv, d)
         k, v = self._cached(k, v, cache)
-        out = F.diff_v2_gqa_attention(q, k, v, self.lambda_proj(x), causal=True, backend=self.backend)  # (b, N, h, d)
+        out = diff_v2_gqa_attention(q, k, v, self.lambda_proj(x), causal=True, backend=self.backend)  # (b, N, h, d)
         return self.o_proj(out.reshape(b, n, h * d))
 
 

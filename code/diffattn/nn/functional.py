@@ -7,8 +7,10 @@ Two layouts, on purpose:
   `sigmoid`, `lambda_init`) take one head as (N, d), batched over any leading dims: (..., N, d), the layout of
   `torch.nn.functional.scaled_dot_product_attention`. On 2-D tensors they return exactly what the stdlib versions
   return (tests/test_06_kernels.py compares them in fp64).
-* The module pieces (`reparameterized_lambda`, `rms_norm`, `headwise_norm`, `query_head_groups`,
-  `diff_v2_gqa_attention`) use the module layout (batch, seq, heads, head_dim) of flash-attn and the official code.
+* The module pieces (`reparameterized_lambda`, `rms_norm`, `headwise_norm`, `query_head_groups`) use the module
+  layout (batch, seq, heads, head_dim) of flash-attn and the official code; the kernel that runs all of V2's heads in
+  one call, `diff_v2_gqa_attention`, is built on them in `diffattn.nn.kernels`, which builds its math path on this
+  module (so this module imports nothing from it).
 
 Causal masking is bottom-right aligned everywhere: query i of N_q sees keys j ≤ i + N_k − N_q, which is what a
 decoder with a KV cache needs (the last query is the newest token and sees every key).
@@ -180,33 +182,6 @@ def check_pairs_share_kv(num_q_heads: int, num_kv_heads: int) -> None:
             f"DIFF V2 pair ({i}, {i + 1}) would straddle KV groups {groups[i]} and {groups[i + 1]}: "
             f"{num_q_heads} query heads over {num_kv_heads} KV heads needs an even group size",
         )
-
-
-def diff_v2_gqa_attention(
-    q: Tensor, k: Tensor, v: Tensor, lambda_logits: Tensor, causal: bool = True, backend: str = "auto"
-) -> Tensor:
-    """DIFF V2 for all heads at once: ONE grouped-query attention call, then subtract interleaved pairs.
-
-    q (b, N, 2h, d), k and v (b, N_k, h_kv, d), lambda_logits (b, N, h) -> (b, N, h, d).
-
-        out = attention(q, k, v)                     (b, N, 2h, d)   any stock GQA kernel
-        out[:, :, 0::2] − σ(λ) · out[:, :, 1::2]     (b, N, h, d)    pairs (2i, 2i+1) share K and V
-
-    Pairing adjacent heads works because a GQA group is a run of consecutive query heads; halves (`chunk(2)`) would
-    pair heads from different groups (check_pairs_share_kv refuses such head counts).
-    """
-    from diffattn.nn.kernels import attention  # deferred: kernels builds its math path on this module
-
-    num_q_heads, num_kv_heads = q.shape[2], k.shape[2]
-    check_pairs_share_kv(num_q_heads, num_kv_heads)
-    expected = (q.shape[0], q.shape[1], num_q_heads // 2)
-    require(
-        tuple(lambda_logits.shape) == expected,
-        f"lambda_logits must be (batch, seq, heads) = {expected}, got {tuple(lambda_logits.shape)}",
-    )
-    out = attention(q, k, v, causal=causal, backend=backend)  # (b, N, 2h, d)
-    gate = sigmoid(lambda_logits).unsqueeze(-1).to(out.dtype)  # (b, N, h, 1): one σ(λ) per token and head
-    return out[:, :, 0::2] - gate * out[:, :, 1::2]
 
 
 def _logits(q: Tensor, k: Tensor) -> Tensor:

@@ -16,6 +16,9 @@ Stock flash-attn needs d_v == d. DIFF V1's values are 2d wide, so the flash path
 runs one call per slice (`split_value_attention`): the workaround of the official `multihead_flashdiff_2.py`, which
 computes q kᵀ once per slice. SDPA picks its own kernel inside (FLASH, EFFICIENT, cuDNN or MATH);
 `sdpa_kernel_support` reports which of them accept given tensors.
+
+`diff_v2_gqa_attention` is DIFF V2 on top of `attention`: one grouped-query call over the 2h query heads, then the
+subtraction of each interleaved pair (lesson 07's exercise 07.1).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import torch
 from torch import Tensor
 
 from diffattn.errors import require
-from diffattn.nn.functional import causal_mask, scaled_dot_product_attention as math_attention
+from diffattn.nn.functional import causal_mask, check_pairs_share_kv, sigmoid
+from diffattn.nn.functional import scaled_dot_product_attention as math_attention
 
 BACKENDS = ("auto", "flash_attn", "sdpa", "math")
 SDPA_KERNELS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
@@ -136,6 +140,31 @@ def split_value_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, 
     d = q.shape[-1]
     require(v.shape[-1] % d == 0, f"value width {v.shape[-1]} must be a multiple of d = {d} to split it")
     return torch.cat([attention(q, k, part, causal, backend) for part in v.split(d, dim=-1)], dim=-1)
+
+
+def diff_v2_gqa_attention(
+    q: Tensor, k: Tensor, v: Tensor, lambda_logits: Tensor, causal: bool = True, backend: str = "auto"
+) -> Tensor:
+    """DIFF V2 for all heads at once: ONE grouped-query attention call, then subtract interleaved pairs.
+
+    q (b, N, 2h, d), k and v (b, N_k, h_kv, d), lambda_logits (b, N, h) -> (b, N, h, d).
+
+        out = attention(q, k, v)                     (b, N, 2h, d)   any stock GQA kernel
+        out[:, :, 0::2] − σ(λ) · out[:, :, 1::2]     (b, N, h, d)    pairs (2i, 2i+1) share K and V
+
+    Pairing adjacent heads works because a GQA group is a run of consecutive query heads; halves (`chunk(2)`) would
+    pair heads from different groups (check_pairs_share_kv refuses such head counts).
+    """
+    num_q_heads, num_kv_heads = q.shape[2], k.shape[2]
+    check_pairs_share_kv(num_q_heads, num_kv_heads)
+    expected = (q.shape[0], q.shape[1], num_q_heads // 2)
+    require(
+        tuple(lambda_logits.shape) == expected,
+        f"lambda_logits must be (batch, seq, heads) = {expected}, got {tuple(lambda_logits.shape)}",
+    )
+    out = attention(q, k, v, causal=causal, backend=backend)  # (b, N, 2h, d)
+    gate = sigmoid(lambda_logits).unsqueeze(-1).to(out.dtype)  # (b, N, h, 1): one σ(λ) per token and head
+    return out[:, :, 0::2] - gate * out[:, :, 1::2]
 
 
 def _flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
