@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
+from diffattn.config import GPTConfig, matched_configs  # noqa: E402
 from diffattn.cpu import one_thread  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
 from diffattn.experiments.lesson07_small_gpt import (  # noqa: E402
@@ -21,7 +22,7 @@ from diffattn.experiments.lesson07_small_gpt import (  # noqa: E402
     train_copy,
 )
 from diffattn.generate import cache_nbytes, generate, incremental_logits, sample_next  # noqa: E402
-from diffattn.model import GPT, GPTConfig, checkpoint_variant, matched_configs, parameter_breakdown  # noqa: E402
+from diffattn.model import GPT, checkpoint_variant, parameter_breakdown  # noqa: E402
 from diffattn.pure import accounting  # noqa: E402
 from diffattn.pure.attention import lambda_init  # noqa: E402
 

@@ -19,10 +19,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import checkpoint, cli, train_options  # noqa: E402
+from diffattn import checkpoint, cli  # noqa: E402
+from diffattn.config import PRESETS, Preset, TrainConfig, build_configs  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.train import PRESETS, TrainConfig, build_configs, parameter_groups, train  # noqa: E402
 from diffattn.model import GPT  # noqa: E402
+from diffattn.runs import ensure_checkpoints  # noqa: E402
+from diffattn.train import parameter_groups, train  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,15 +57,6 @@ def finished_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("finished") / "run"
     quick_train(out, "baseline")
     return out
-
-
-def test_option_names_match_the_trainer():
-    from diffattn.data import TASKS
-    from diffattn.train import ATTENTION
-
-    assert train_options.PRESET_NAMES == tuple(PRESETS)
-    assert train_options.VARIANT_NAMES == ATTENTION
-    assert train_options.TASK_NAMES == TASKS
 
 
 def test_no_weight_decay_on_norms_and_lambda():
@@ -192,7 +185,7 @@ def _existing_run(tmp_path: Path, finished: Path) -> Path:
 
 BAD = {
     "unknown preset": (["--preset", "cpu-huge", "--attention", "baseline"], "preset must be one of"),
-    "unknown variant": (["--preset", "cpu-tiny", "--attention", "diff_v3"], "attention must be one of"),
+    "unknown variant": (["--preset", "cpu-tiny", "--attention", "diff_v3"], "variant must be one of"),
     "unknown task": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "poems"], "task must be one of"),
     "context too long": (["--preset", "cpu-tiny", "--attention", "baseline", "--seq-len", "4096"],
                          "longer than the model supports"),
@@ -271,14 +264,12 @@ def test_retrieval_tasks_train_through_the_same_loop(tmp_path):
 
 
 def test_ensure_checkpoints_reuses_finished_runs(tmp_path, monkeypatch):
-    from diffattn import train as train_module
-
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
-    monkeypatch.setitem(PRESETS, "cpu-tiny", train_module.Preset(
+    monkeypatch.setitem(PRESETS, "cpu-tiny", Preset(
         PRESETS["cpu-tiny"].model, TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=1, checkpoint_every=2),
         "test"))
-    dirs = train_module.ensure_checkpoints("cpu-tiny", "text", variants=("baseline", "diff_v2"))
+    dirs = ensure_checkpoints("cpu-tiny", "text", variants=("baseline", "diff_v2"))
     assert dirs["diff_v2"] == tmp_path / "outputs" / "checkpoints" / "cpu-tiny" / "text" / "diff_v2"
     stamps = {v: (d / checkpoint.CHECKPOINT_FILE).stat().st_mtime_ns for v, d in dirs.items()}
-    train_module.ensure_checkpoints("cpu-tiny", "text", variants=("baseline", "diff_v2"))
+    ensure_checkpoints("cpu-tiny", "text", variants=("baseline", "diff_v2"))
     assert stamps == {v: (d / checkpoint.CHECKPOINT_FILE).stat().st_mtime_ns for v, d in dirs.items()}

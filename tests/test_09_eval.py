@@ -17,10 +17,11 @@ torch = pytest.importorskip("torch")
 
 from diffattn import checkpoint  # noqa: E402
 from diffattn.cli import main  # noqa: E402
+from diffattn.config import GPTConfig, matched_configs  # noqa: E402
 from diffattn.data import retrieval as R  # noqa: E402
 from diffattn.eval import allocation, lambda_sweep, outliers, quantize, retrieval  # noqa: E402
 from diffattn.eval.probe import Probe  # noqa: E402
-from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
+from diffattn.model import GPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,13 +231,13 @@ def test_eval_suite_bad_input_is_one_line_and_exit_2(capsys, extra, message):
 def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, capsys):
     """`make train-small` and scripts/gpu_check.sh run this: checkpoints trained on first use (2 steps here), every
     kind on seed 0, retrieval on the other seeds, summary.json with the machine and the 4-6-needle accuracy per seed."""
-    from diffattn import train as train_module
+    from diffattn import config
     from diffattn.eval import saved
 
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
-    monkeypatch.setitem(train_module.PRESETS, "cpu-tiny", train_module.Preset(
-        train_module.PRESETS["cpu-tiny"].model,
-        train_module.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2),
+    monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
+        config.PRESETS["cpu-tiny"].model,
+        config.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2),
         "test"))
     monkeypatch.setattr(saved, "SUITE_PRESETS", ("cpu-tiny",))
     assert main(["eval", "suite", "--preset", "cpu-tiny", "--seeds", "2", "--samples", "1", "--lengths", "32"]) == 0

@@ -16,9 +16,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from diffattn import checkpoint, shipped  # noqa: E402
+from diffattn.config import GPTConfig, build_configs, matched_configs, run_config  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
-from diffattn.train import build_configs, run_config  # noqa: E402
+from diffattn.model import GPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]

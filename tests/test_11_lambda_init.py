@@ -12,8 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import ablation, checkpoint, cli  # noqa: E402
-from diffattn import train as train_module  # noqa: E402
+from diffattn import ablation, checkpoint, cli, config  # noqa: E402
 from diffattn.errors import ConfigError  # noqa: E402
 from diffattn.eval import saved  # noqa: E402
 from diffattn.model import GPT, GPTConfig  # noqa: E402
@@ -78,9 +77,9 @@ def test_bad_settings_are_one_line_errors(text, message, capsys):
 @pytest.fixture
 def tiny_root(tmp_path, monkeypatch):
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
-    monkeypatch.setitem(train_module.PRESETS, "cpu-tiny", train_module.Preset(
-        train_module.PRESETS["cpu-tiny"].model,
-        train_module.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=1, eval_sequences=4, checkpoint_every=2),
+    monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
+        config.PRESETS["cpu-tiny"].model,
+        config.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=1, eval_sequences=4, checkpoint_every=2),
         "test"))
     return tmp_path
 

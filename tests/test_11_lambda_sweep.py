@@ -16,11 +16,13 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
+from diffattn.config import GPTConfig, matched_configs  # noqa: E402
 from diffattn.cpu import one_thread  # noqa: E402
 from diffattn.experiments.lesson07_small_gpt import copy_batch, copy_loss, train_copy  # noqa: E402
-from diffattn.model import GPT, GPTConfig, matched_configs  # noqa: E402
+from diffattn.model import GPT  # noqa: E402
 from diffattn.nn import DiffAttentionV1, DiffAttentionV2, rope_cos_sin  # noqa: E402
 
 pytestmark = pytest.mark.torch

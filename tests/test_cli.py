@@ -101,7 +101,7 @@ def test_unknown_lesson_is_an_error(args):
     (["--trials", "0"], "--trials must be >= 1", dict(trials=0)),
 ])
 def test_snr_rejects_settings_a_variant_does_not_allow(args, constraint, kwargs):
-    from diffattn.experiments.lesson03_snr import try_setting
+    from diffattn.pure.trials import try_setting
 
     message = assert_one_line_error(diffattn("snr", "--n", "64", "--trials", "2", *args), constraint)
     with pytest.raises(ConfigError) as info:
@@ -131,7 +131,7 @@ SNR_EDGE_CASES = [
 
 @pytest.mark.parametrize("args, kwargs, start, fragment", SNR_EDGE_CASES, ids=[" ".join(a) for a, *_ in SNR_EDGE_CASES])
 def test_snr_rejects_settings_float64_cannot_resolve_naming_the_flag(args, kwargs, start, fragment):
-    from diffattn.experiments.lesson03_snr import try_setting
+    from diffattn.pure.trials import try_setting
 
     message = assert_one_line_error(diffattn("snr", "--n", "64", "--trials", "2", *args), fragment)
     assert message.startswith(start), message

@@ -16,10 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diffattn.compare import machine, save_results, timing_line, train_seeds, train_settings
+from diffattn.compare import (
+    machine,
+    save_results,
+    timing_line,
+    train_seeds,
+    train_settings,
+)
+from diffattn.config import PRESETS
 from diffattn.errors import ConfigError, require
 from diffattn.pure.attention import lambda_init as scheduled_lambda_init
-from diffattn.train import PRESETS
+from diffattn.stats import mean_std
 
 SCHEDULE = "schedule"
 PAPER_SETTINGS = (SCHEDULE, "0.8", "0.5")  # Table 6: DIFF (the schedule), λ_init = 0.8, λ_init = 0.5
@@ -68,9 +75,8 @@ def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), setti
     reference = results["settings"][label(settings[0])]
     for r in list(results["settings"].values())[1:]:
         gaps = [run["val_loss"] - ref["val_loss"] for run, ref in zip(r["runs"], reference["runs"])]
-        r["paired_difference"] = {"per_seed": gaps, "mean": statistics.fmean(gaps),
-                                  "std": statistics.stdev(gaps) if len(gaps) > 1 else 0.0,
-                                  "min": min(gaps), "max": max(gaps)}
+        mean, std = mean_std(gaps)
+        r["paired_difference"] = {"per_seed": gaps, "mean": mean, "std": std, "min": min(gaps), "max": max(gaps)}
     results.update(train_settings(preset, task, steps))
     results["reference"] = label(settings[0])
     results["wall_s"] = time.perf_counter() - started
@@ -125,8 +131,8 @@ def plot(results: dict[str, Any], path: Path) -> Path:
 
 def main(args) -> int:
     """`python -m diffattn compare --lambda-init SETTINGS` (options: diffattn.train_options)."""
+    from diffattn.config import build_configs
     from diffattn.paths import outputs_dir
-    from diffattn.train import build_configs
 
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
     settings = parse_settings(args.lambda_init)

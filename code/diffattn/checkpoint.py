@@ -31,8 +31,10 @@ from typing import Any, Callable
 
 import torch
 
+from diffattn.config import GPTConfig
 from diffattn.errors import ConfigError, require
-from diffattn.model import GPT, VARIANTS, GPTConfig
+from diffattn.model import GPT
+from diffattn.names import ATTENTION
 
 CHECKPOINT_FILE = "checkpoint.pt"
 WEIGHTS_FILE = "model.safetensors"
@@ -86,8 +88,8 @@ def load_checkpoint(directory: str | Path, map_location: str | torch.device = "c
             f"checkpoint {path} is not a diffattn checkpoint (needs keys {', '.join(KEYS)})")
     model_config = state["config"].get("model", {}) if isinstance(state["config"], dict) else {}
     attention = model_config.get("attention")
-    require(attention in VARIANTS, f"checkpoint {path} has an unknown attention variant {attention!r} "
-                                   f"(known: {', '.join(VARIANTS)})")
+    require(attention in ATTENTION, f"checkpoint {path} has an unknown attention variant {attention!r} "
+                                    f"(known: {', '.join(ATTENTION)})")
     return state
 
 
@@ -141,8 +143,8 @@ def load_model(directory: str | Path, map_location: str | torch.device = "cpu") 
     else:
         state = load_checkpoint(directory, map_location)
         weights, config = state["model"], state["config"]
-    require(config.get("model", {}).get("attention") in VARIANTS,
-            f"checkpoint {directory} has an unknown attention variant (known: {', '.join(VARIANTS)})")
+    require(config.get("model", {}).get("attention") in ATTENTION,
+            f"checkpoint {directory} has an unknown attention variant (known: {', '.join(ATTENTION)})")
     model = GPT(model_config(config))
     model.load_state_dict(weights)  # GPT.load_state_dict: a wrong variant or shape is a one-line ConfigError
     return model.to(map_location).eval(), config

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Sequence
 
 from diffattn import experiments, train_options
-from diffattn.eval import command as eval_command
 from diffattn.errors import ConfigError
+from diffattn.eval import command as eval_command
 from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
@@ -204,10 +204,10 @@ def _figures(module, results: dict, figures_dir: Path) -> list[Path]:
 
 
 def cmd_snr(args: argparse.Namespace) -> int:
-    from diffattn.experiments import lesson03_snr
+    from diffattn.pure.trials import format_setting, try_setting
 
-    result = lesson03_snr.try_setting(args.n, args.signal, args.noise, args.rho, args.lam, args.variant, args.trials)
-    print(json.dumps(result, indent=1) if args.json else lesson03_snr.format_setting(result))
+    result = try_setting(args.n, args.signal, args.noise, args.rho, args.lam, args.variant, args.trials)
+    print(json.dumps(result, indent=1) if args.json else format_setting(result))
     return 0
 
 

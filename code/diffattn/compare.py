@@ -23,12 +23,16 @@ import torch
 from torch.nn import functional as F
 
 from diffattn import checkpoint
+from diffattn.config import build_configs, default_out
 from diffattn.data import make_task
 from diffattn.errors import require
 from diffattn.model import GPT, parameter_breakdown
+from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
-from diffattn.train import ATTENTION, LABELS, build_configs, default_out, train, train_fresh
+from diffattn.runs import train_fresh
+from diffattn.stats import mean_std
+from diffattn.train import train
 
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
 # Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.
@@ -85,12 +89,13 @@ def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], st
                                                         steps=steps)[1], out, progress=progress)
         runs.append({"seed": seed, **run_summary(out)})
     finals = [r["val_loss"] for r in runs]
+    mean, std = mean_std(finals)
     return {
         "params": parts["total"], "attention_per_layer": parts["attention_per_layer"],
         "flops_per_token": checkpoint.read_metrics(default_out(preset, task, name or variant, seeds[0]))[-1]["flops_per_token"],
         "runs": runs,
-        "val_loss_mean": statistics.fmean(finals),
-        "val_loss_std": statistics.stdev(finals) if len(finals) > 1 else 0.0,
+        "val_loss_mean": mean,
+        "val_loss_std": std,
         "tokens_per_s": statistics.fmean(r["tokens_per_s"] for r in runs),
     }
 
@@ -103,7 +108,7 @@ def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
             "tokens": c.steps * c.batch_size * c.seq_len, "device": c.device}
 
 
-def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = ATTENTION,
+def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS,
             progress: bool = True, timings: bool = True, steps: int | None = None) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
     wall-clock figure, leaving only numbers that training computes."""
@@ -207,7 +212,7 @@ def plot(results: dict[str, Any], path: Path) -> Path:
     fig, axes = new_figure(width=12.8 if timed else 9.6, height=4.0)
     fig.clf()
     panels = fig.subplots(1, 3 if timed else 2)
-    colours = dict(zip(ATTENTION, ("tab:blue", "tab:cyan", "tab:orange", "tab:green")))
+    colours = dict(zip(VARIANTS, ("tab:blue", "tab:cyan", "tab:orange", "tab:green")))
     for name, r in results["variants"].items():
         for i, run in enumerate(r["runs"]):
             label = LABELS[name] if i == 0 else None

@@ -24,93 +24,27 @@ differ only inside attention. `tie_embeddings=False` gives the LLaMA-style untie
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from diffattn.errors import require, require_positive
-from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2, MultiheadAttention, state_dict_variant
+from diffattn.config import GPTConfig
+from diffattn.errors import require
+from diffattn.nn.attention import (
+    DiffAttentionV1,
+    DiffAttentionV2,
+    MultiheadAttention,
+    state_dict_variant,
+)
 from diffattn.nn.cache import KVCache
-from diffattn.nn.kernels import BACKENDS
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import rope_cos_sin
-from diffattn.pure.accounting import swiglu_width
 
-VARIANTS = ("baseline", "diff_v1", "diff_v2")
-# SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
-# that would give 256 = 4·d_model, so small models round to 64 instead (64 → 192, 128 → 384, 768 → 2048).
-FFN_MULTIPLE_OF = 64
 # nn.attention names each module class; the model names the variant.
 MODULE_VARIANTS = {MultiheadAttention.VARIANT: "baseline", DiffAttentionV1.VARIANT: "diff_v1",
                    DiffAttentionV2.VARIANT: "diff_v2"}
-
-
-@dataclass
-class GPTConfig:
-    """Everything that fixes a model's shape. `None` fields are filled in at construction (so a config prints fully):
-    n_kv_head → n_head (MHA), head_dim → d_model // n_head, ffn_hidden → swiglu_width(d_model, FFN_MULTIPLE_OF)."""
-
-    vocab_size: int = 256
-    n_layer: int = 4
-    d_model: int = 128
-    n_head: int = 4  # h_base, the baseline's head count, for every variant
-    n_kv_head: int | None = None  # h_kv of the baseline; V1 uses h_kv/2 KV heads of (K: 2 slots of d, V: 2d)
-    head_dim: int | None = None  # d, the query/key width of one head
-    attention: str = "baseline"
-    ffn_hidden: int | None = None
-    max_seq_len: int = 256
-    rope_base: float = 10000.0
-    tie_embeddings: bool = True
-    backend: str = "auto"
-    norm_eps: float = 1e-5
-    # DIFF V1 only. None: the paper's depth schedule λ_init = 0.8 − 0.6·exp(−0.3·depth); a number in (0, 1): that
-    # constant in every layer (the paper's Table 6 ablation trains 0.8 and 0.5; lesson 11 repeats it in miniature).
-    lambda_init: float | None = None
-
-    def __post_init__(self) -> None:
-        require(self.attention in VARIANTS, f"attention must be one of {', '.join(VARIANTS)} (got {self.attention!r})")
-        require(self.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})")
-        require_positive(vocab_size=self.vocab_size, n_layer=self.n_layer, d_model=self.d_model, n_head=self.n_head,
-                         max_seq_len=self.max_seq_len, rope_base=self.rope_base, norm_eps=self.norm_eps)
-        if self.n_kv_head is None:
-            self.n_kv_head = self.n_head
-        if self.head_dim is None:
-            require(self.d_model % self.n_head == 0,
-                    f"d_model must be divisible by n_head when head_dim is not given (got {self.d_model} and {self.n_head})")
-            self.head_dim = self.d_model // self.n_head
-        if self.ffn_hidden is None:
-            self.ffn_hidden = swiglu_width(self.d_model, FFN_MULTIPLE_OF)
-        require_positive(n_kv_head=self.n_kv_head, head_dim=self.head_dim, ffn_hidden=self.ffn_hidden)
-        require(self.n_head % self.n_kv_head == 0,
-                f"n_head must be a multiple of n_kv_head (GQA groups; got {self.n_head} and {self.n_kv_head})")
-        require(self.head_dim % 2 == 0, f"head_dim must be even: RoPE rotates pairs of dimensions (got {self.head_dim})")
-        if self.attention == "diff_v1":
-            require(self.n_head % 2 == 0 and self.n_kv_head % 2 == 0,
-                    f"diff_v1 uses n_head/2 differential heads and n_kv_head/2 KV heads: both must be even "
-                    f"(got n_head={self.n_head}, n_kv_head={self.n_kv_head})")
-            require(self.n_head * self.head_dim == self.d_model,
-                    f"diff_v1 splits d_model into n_head/2 heads of 2·head_dim: needs n_head·head_dim == d_model "
-                    f"(got {self.n_head}·{self.head_dim} != {self.d_model})")
-        if self.lambda_init is not None:
-            require(self.attention == "diff_v1",
-                    f"lambda_init sets DIFF V1's λ_init; {self.attention} has none (leave it unset)")
-            require(0.0 < self.lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {self.lambda_init})")
-
-
-def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
-    """The four models lesson 07 compares, all built around one baseline (h_base heads of d, h_kv KV heads).
-
-    `baseline_2h` is the same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads.
-    """
-    return {
-        "baseline": replace(base, attention="baseline"),
-        "baseline_2h": replace(base, attention="baseline", n_head=2 * base.n_head),
-        "diff_v1": replace(base, attention="diff_v1"),
-        "diff_v2": replace(base, attention="diff_v2"),
-    }
 
 
 def attention_layer(config: GPTConfig, depth: int) -> nn.Module:

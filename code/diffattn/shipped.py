@@ -32,10 +32,11 @@ from typing import Any
 
 from diffattn import checkpoint, cpu
 from diffattn.errors import ConfigError, require
+from diffattn.names import EVALUATED
 from diffattn.paths import outputs_dir, repo_root
 
 # What lessons 09-11 evaluate: lesson 08's trainer, seed 0, one thread.
-SHIPPED = {"cpu-tiny": {"text": ("baseline", "diff_v1", "diff_v2"), "needles": ("baseline", "diff_v1", "diff_v2")}}
+SHIPPED = {"cpu-tiny": {"text": EVALUATED, "needles": EVALUATED}}
 SEED, THREADS = 0, 1
 FILES = (checkpoint.WEIGHTS_FILE, checkpoint.CONFIG_FILE, checkpoint.METRICS_FILE)
 MANIFEST = "MANIFEST.json"
@@ -121,7 +122,8 @@ def retrain(out: Path, threads: int = THREADS, only: tuple[str, ...] | None = No
     """Train every shipped checkpoint's run (or those named in `only`, e.g. "cpu-tiny/needles/diff_v1") afresh into
     out/<preset>/<task>/<variant>/ (full checkpoints) with the shipped configs; compare each final loss with the
     shipped one."""
-    from diffattn.train import build_configs, train_fresh
+    from diffattn.config import build_configs
+    from diffattn.runs import train_fresh
 
     rows = {}
     with cpu.threads(threads):

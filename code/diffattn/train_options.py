@@ -1,20 +1,20 @@
 """The options of `python -m diffattn train` and `compare` (lesson 08), kept free of torch so that `--help` and the
-stdlib lessons never import it. diffattn.train validates every value and names the allowed ones."""
+stdlib lessons never import it. diffattn.config validates every value and names the allowed ones."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-PRESET_NAMES = ("cpu-tiny", "cpu-small", "gpu-small")  # diffattn.train.PRESETS, checked equal by a test
-VARIANT_NAMES = ("baseline", "baseline_2h", "diff_v1", "diff_v2")
-TASK_NAMES = ("text", "needles", "mqar")
+from diffattn.config import PRESETS
+from diffattn.names import TASKS, VARIANTS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESET_NAMES)}")
-    parser.add_argument("--attention", required=True, help=f"variant: {', '.join(VARIANT_NAMES)}")
-    parser.add_argument("--task", default=None, help=f"{', '.join(TASK_NAMES)} (default: text)")
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--variant", "--attention", dest="variant", required=True,
+                        help=f"one of {', '.join(VARIANTS)} (--attention is the same flag's older name)")
+    parser.add_argument("--task", default=None, help=f"{', '.join(TASKS)} (default: text)")
     parser.add_argument("--data", default=None, help="a UTF-8 text file or folder for the text task "
                                                      "(default: the built-in Shakespeare corpus)")
     parser.add_argument("--lambda-init", type=float, default=None,
@@ -37,8 +37,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESET_NAMES)}")
-    parser.add_argument("--task", default="text", help=f"{', '.join(TASK_NAMES)} (default: text)")
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--task", default="text", help=f"{', '.join(TASKS)} (default: text)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per variant: 0, 1, … (default 1)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")
     parser.add_argument("--out", type=Path, default=None, help="default: outputs/compare/<preset>-<task>/")

@@ -19,8 +19,8 @@ from torch import Tensor
 
 from diffattn.data import retrieval, text
 from diffattn.errors import require
+from diffattn.names import TASKS
 
-TASKS = ("text", "needles", "mqar")
 VOCAB_SIZE = 256
 IGNORE_INDEX = -100
 VALIDATION_SEED = 2_147_483_647  # retrieval validation examples: a generator no training seed reaches

@@ -17,14 +17,15 @@ coefficient outside (0, 1), a baseline given to lambda-sweep) is one `error:` li
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from diffattn.errors import ConfigError, require
+from diffattn.names import EVALUATED
+from diffattn.stats import mean_std
 
 KINDS = ("retrieval", "allocation", "outliers", "quantize", "lambda-sweep")
-SUITE_VARIANTS = ("baseline", "diff_v1", "diff_v2")
+SUITE_VARIANTS = EVALUATED
 DEFAULT_VALUES = {"scale": "0,0.5,1,1.5,2", "fixed": None, "offset": "-4,-2,0,2,4"}
 FIXED = {"diff_v1": "0,0.2,0.4,0.6,0.8,1.0", "diff_v2": "0.1,0.3,0.5,0.7,0.9"}
 
@@ -140,14 +141,13 @@ def many_needles(table: dict) -> dict:
 
 
 def suite(args: argparse.Namespace) -> int:
-    import statistics
     import time
 
     from diffattn.checkpoint import load_model, read_metrics
     from diffattn.compare import machine
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
-    from diffattn.train import ensure_checkpoints
+    from diffattn.runs import ensure_checkpoints
 
     require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
@@ -168,9 +168,9 @@ def suite(args: argparse.Namespace) -> int:
                 if kind == "retrieval":
                     runs[variant].append({"seed": seed, "val_loss": read_metrics(directory)[-1]["val_loss"],
                                           "overall": results["overall"], "many_needles": many_needles(results)})
-    spread = {variant: {"runs": r, "many_needles_mean": statistics.fmean(x["many_needles"]["accuracy"] for x in r),
-                        "many_needles_std": statistics.stdev(x["many_needles"]["accuracy"] for x in r)
-                        if len(r) > 1 else 0.0} for variant, r in runs.items()}
+    spread = {variant: {"runs": r, **dict(zip(("many_needles_mean", "many_needles_std"),
+                                              mean_std(x["many_needles"]["accuracy"] for x in r)))}
+              for variant, r in runs.items()}
     write_json_atomic(out / "summary.json", {
         "preset": args.preset, "seeds": args.seeds, "samples_per_cell": args.samples, "eval_seed": args.seed,
         "many_needles_layouts": list(MANY_NEEDLES), "variants": spread,

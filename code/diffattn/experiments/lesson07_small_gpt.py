@@ -19,9 +19,10 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from diffattn.config import GPTConfig, matched_configs
 from diffattn.cpu import one_thread
 from diffattn.generate import cache_nbytes, generate, incremental_logits
-from diffattn.model import GPT, GPTConfig, attention_layer, matched_configs, parameter_breakdown
+from diffattn.model import GPT, attention_layer, parameter_breakdown
 from diffattn.numberkinds import Bound, Stable
 from diffattn.progress import Progress
 from diffattn.pure import accounting

@@ -22,13 +22,14 @@ from pathlib import Path
 import torch
 
 from diffattn import compare, shipped
+from diffattn.config import PRESETS, matched_configs
 from diffattn.cpu import one_thread
 from diffattn.data import text
-from diffattn.model import GPT, matched_configs, parameter_breakdown
+from diffattn.model import GPT, parameter_breakdown
+from diffattn.names import LABELS
 from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
 from diffattn.pure.attention import lambda_init
-from diffattn.train import LABELS, PRESETS
 
 TITLE = "Training baseline, DIFF V1 and DIFF V2 side by side"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.

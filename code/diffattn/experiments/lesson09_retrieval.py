@@ -21,14 +21,15 @@ from diffattn import shipped
 from diffattn.checkpoint import load_model, read_metrics
 from diffattn.cpu import one_thread
 from diffattn.eval import allocation, retrieval, saved
+from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
-from diffattn.pure.accounting import LABELS
+from diffattn.stats import mean_std
 
 TITLE = "Multi-needle retrieval and attention allocation"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True
 PRESET, TASK = "cpu-tiny", "needles"
-VARIANTS = ("baseline", "diff_v1", "diff_v2")
+VARIANTS = EVALUATED
 SAMPLES = 10  # examples per (layout, length, depth) cell: 4 × 2 × 5 × 10 = 400 examples, 700 asked keys per variant
 ALLOCATION_SAMPLES = 8  # examples per depth for the attention shares
 
@@ -88,8 +89,8 @@ def measured() -> dict:
              for variant, r in summary["variants"].items()}
         for r in v.values():  # DIFF minus baseline, seed by seed: same data order, different initial weights
             gaps = [a["accuracy"] - b["accuracy"] for a, b in zip(r["many_needles"], v["baseline"]["many_needles"])]
-            r["many_needles_gap"] = {"per_seed": gaps, "mean": statistics.fmean(gaps),
-                                     "std": statistics.stdev(gaps) if len(gaps) > 1 else 0.0}
+            mean, std = mean_std(gaps)
+            r["many_needles_gap"] = {"per_seed": gaps, "mean": mean, "std": std}
         found[preset] = {"machine": saved.machine_line(summary["machine"]), "seeds": summary["seeds"],
                          "samples_per_cell": summary["samples_per_cell"], "variants": v}
     return found
@@ -137,7 +138,7 @@ def report(results: dict) -> str:
         names = list(v)
         lines += ["", f"{preset} (committed in outputs/eval/{preset}; {m['machine']}): seed 0, "
                       f"{m['samples_per_cell']} examples per cell"] + tables(v)
-        lines += ["", f"N=4 and N=6 together (R=2), every training seed: accuracy [Wilson 95% interval]",
+        lines += ["", "N=4 and N=6 together (R=2), every training seed: accuracy [Wilson 95% interval]",
                   row("", [LABELS[n] for n in names])]
         lines += [row(f"seed {seed}", [interval(v[n]["many_needles"][seed]) for n in names]) for seed in range(m["seeds"])]
         lines.append(row(f"mean ± std over {m['seeds']} seeds",
@@ -151,7 +152,7 @@ def report(results: dict) -> str:
             lines.append(row(f"seed {seed}, all asked keys", [interval(v[n]["overall"][seed]) for n in names]))
             lines.append(row(f"seed {seed}, N=1", [interval(v[n]["one_needle"][seed]) for n in names]))
             lines.append(row(f"seed {seed}, answer loss", [f"{v[n]['answer_loss'][seed]:.2f}" for n in names]))
-        lines.append(row(f"all asked keys, mean of seeds", [f"{v[n]['overall_mean']:.2f}" for n in names]))
+        lines.append(row("all asked keys, mean of seeds", [f"{v[n]['overall_mean']:.2f}" for n in names]))
     return "\n".join(lines)
 
 

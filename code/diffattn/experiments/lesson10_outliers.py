@@ -20,14 +20,14 @@ from diffattn.checkpoint import load_model
 from diffattn.cpu import one_thread
 from diffattn.data import make_task
 from diffattn.eval import outliers, quantize, saved
+from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
-from diffattn.pure.accounting import LABELS
 
 TITLE = "Activation outliers and low-bit attention"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True
 PRESET = "cpu-tiny"
-VARIANTS = ("baseline", "diff_v1", "diff_v2")
+VARIANTS = EVALUATED
 WINDOWS = 16
 SAMPLES = 4  # needles examples per (layout, length, depth) cell, per bit width
 

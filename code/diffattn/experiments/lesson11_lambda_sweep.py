@@ -22,8 +22,8 @@ from diffattn.checkpoint import load_model
 from diffattn.cpu import one_thread
 from diffattn.eval import command, saved
 from diffattn.eval.lambda_sweep import best_value
+from diffattn.names import LABELS
 from diffattn.numberkinds import Stable
-from diffattn.pure.accounting import LABELS
 from diffattn.pure.attention import lambda_init
 
 TITLE = "The λ sweep on trained models"

@@ -32,7 +32,6 @@ __all__ = [
     "check_pairs_share_kv",
     "diff_attention_v1",
     "diff_attention_v2",
-    "diff_v2_gqa_attention",
     "diff_weights_v1",
     "diff_weights_v2",
     "headwise_norm",

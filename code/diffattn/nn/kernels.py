@@ -33,10 +33,10 @@ import torch
 from torch import Tensor
 
 from diffattn.errors import require
+from diffattn.names import BACKENDS
 from diffattn.nn.functional import causal_mask, check_pairs_share_kv, sigmoid
 from diffattn.nn.functional import scaled_dot_product_attention as math_attention
 
-BACKENDS = ("auto", "flash_attn", "sdpa", "math")
 SDPA_KERNELS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
 
 # Largest |output − fp64 reference| accepted per dtype, for outputs of unit-scale random inputs (tests and

@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 from diffattn.errors import require, require_positive
+from diffattn.names import LABELS as VARIANT_LABELS
+from diffattn.names import VARIANTS
 
-VARIANTS = ("baseline", "baseline_2h", "diff_v1", "diff_v2")
 COMPONENTS = ("q_proj", "k_proj", "v_proj", "o_proj", "lambda_proj", "lambda_vectors", "subln")
 V1_KERNELS = ("two_call", "four_call")
 # Rows of the FLOP and decode tables: V1's cost depends on which official kernel path runs it.
@@ -32,14 +33,7 @@ KERNEL_ROWS = {
     "diff_v1_4call": ("diff_v1", "four_call"),
     "diff_v2": ("diff_v2", "two_call"),
 }
-LABELS = {
-    "baseline": "baseline",
-    "baseline_2h": "2h heads",
-    "diff_v1": "DIFF V1",
-    "diff_v2": "DIFF V2",
-    "diff_v1_2call": "V1 2-call",
-    "diff_v1_4call": "V1 4-call",
-}
+LABELS = {**VARIANT_LABELS, "diff_v1_2call": "V1 2-call", "diff_v1_4call": "V1 4-call"}  # + the kernel rows
 
 
 def require_counts(**sizes: int) -> None:
