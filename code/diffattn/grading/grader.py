@@ -19,14 +19,12 @@ GitHub Classroom's command grader needs: it awards a rubric line's points on exi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import resource
 import secrets
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,20 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diffattn.errors import ConfigError, require
+from diffattn.errors import require
 from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test, decode
+from diffattn.grading.tree import (hidden_files, lay_out, manifest_problems, pristine_files, restore, snapshot,
+                                   tree_changes)
 from diffattn.results import write_json_atomic
 
-MANIFEST = "MANIFEST.sha256"
 EXERCISE_FILE = re.compile(r"^ex(\d\d)_\w+\.py$")
 OUTPUT_LIMIT = 1 << 20  # bytes of stdout + stderr a child may print
-SNAPSHOT_LIMIT = 8 << 20  # checkout files larger than this (data, say) are not snapshotted
 REPORT_LIMIT = 8 << 20  # bytes of report
 FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: largest file a child may write
 TORCH_THREADS = 2  # intra-op threads in a child: keeps the address space (RLIMIT_AS) predictable on big machines
 # Folders of a checkout that grading never reads and a child has no business writing: not snapshotted.
-UNWATCHED = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", "mutants", ".ipynb_checkpoints"}
-EDITOR_FILES = re.compile(r"(\.sw[a-p]|~|\.DS_Store)$|(^|/)\.#")  # an editor's swap files come and go while grading
 BOOTSTRAP = ("import sys; sys.path[:0] = [sys.argv[1] + '/code', sys.argv[1]]; "
              "from diffattn.grading.child import main; main()")
 
@@ -78,105 +74,6 @@ class Verdict:
     zero: str | None = None  # why the whole exercise scores 0
     policy: list[str] = field(default_factory=list)
     error: str | None = None  # the grader failed on this exercise
-
-
-# ---------------------------------------------------------------------------------------------------- the trees
-
-
-def _files(folder: Path, pattern: str) -> list[Path]:
-    return sorted(p for p in folder.rglob(pattern) if p.is_file() and not UNWATCHED & set(p.parts))
-
-
-def pristine_files(root: Path) -> dict[str, bytes]:
-    """What a child needs, read once: the package (reference and grader), the tests, the root plugin, the config."""
-    paths = _files(root / "code" / "diffattn", "*.py") + _files(root / "tests", "*.py")
-    paths += [root / "conftest.py", root / "pyproject.toml"]
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def manifest_text(files: dict[str, bytes]) -> str:
-    """MANIFEST.sha256 in `sha256sum` format, so `sha256sum -c MANIFEST.sha256` checks it too."""
-    return "".join(f"{sha256(data)}  {path}\n" for path, data in sorted(files.items()))
-
-
-def manifest_problems(root: Path, files: dict[str, bytes]) -> dict[str, str]:
-    """{path: problem} for grading files that differ from MANIFEST.sha256; empty when there is no manifest."""
-    manifest = root / MANIFEST
-    if not manifest.is_file():
-        return {}
-    expected = dict(reversed(line.split("  ", 1)) for line in manifest.read_text().splitlines() if line)
-    problems = {p: f"{p} is not in {MANIFEST} (added after the handout was built?)" for p in files if p not in expected}
-    for path, digest in expected.items():
-        if path not in files:
-            problems[path] = f"{path} is missing (listed in {MANIFEST})"
-        elif sha256(files[path]) != digest:
-            problems[path] = f"{path} differs from {MANIFEST} (restore it: the grader does not trust edited tests)"
-    return problems
-
-
-def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
-    """Every file of the checkout outside UNWATCHED folders and under SNAPSHOT_LIMIT, as bytes (a few MB).
-
-    The walk never enters an UNWATCHED folder (a .venv alone holds tens of thousands of files: walking it took most
-    of a grading run) nor follows a link to a folder."""
-    found = {}
-    for folder, subfolders, names in os.walk(root):
-        subfolders[:] = [name for name in subfolders if name not in UNWATCHED]
-        for name in names:
-            path = Path(folder, name)
-            relative = path.relative_to(root).as_posix()
-            if (path.is_file() and not path.is_symlink() and not EDITOR_FILES.search(relative)
-                    and path.resolve() not in skip and path.stat().st_size <= SNAPSHOT_LIMIT):
-                found[relative] = path.read_bytes()
-    return found
-
-
-def restore(root: Path, before: dict[str, bytes], skip: set[Path]) -> list[str]:
-    """Put the checkout back as `before` had it; returns the paths that had changed."""
-    after = snapshot(root, skip)
-    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-    for path in changed:
-        target = root / path
-        if path in before:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(before[path])
-        else:
-            target.unlink()
-    return changed
-
-
-def tree_changes(tree: Path, files: dict[str, bytes]) -> list[str]:
-    """Files of the grading tree (package, tests) the child changed, removed or added."""
-    now = {p.relative_to(tree).as_posix(): p for p in _files(tree / "code", "*") + _files(tree / "tests", "*")}
-    changed = [path for path, data in files.items() if path not in now and path.startswith(("code/", "tests/"))]
-    changed += [path for path, p in now.items() if files.get(path) != p.read_bytes()]
-    changed += [path for path in ("conftest.py", "pyproject.toml")
-                if not (tree / path).is_file() or (tree / path).read_bytes() != files[path]]
-    return sorted(changed)
-
-
-def lay_out(tree: Path, files: dict[str, bytes], submission: dict[str, bytes], hidden: dict[str, bytes]) -> None:
-    for path, data in {**files, **hidden}.items():
-        target = tree / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    (tree / "exercises").mkdir(exist_ok=True)
-    for name, data in submission.items():
-        (tree / "exercises" / name).write_bytes(data)
-
-
-def hidden_files(folders: list[Path]) -> dict[str, bytes]:
-    """Each --tests folder becomes the package tests/hidden_<k>/ (so tests/conftest.py's fixtures reach it)."""
-    files = {}
-    for k, folder in enumerate(folders):
-        files[f"tests/hidden_{k}/__init__.py"] = b""
-        for path in _files(folder, "*.py"):
-            files[f"tests/hidden_{k}/{path.relative_to(folder).as_posix()}"] = path.read_bytes()
-    return files
 
 
 def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:

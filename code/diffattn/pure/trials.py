@@ -158,3 +158,14 @@ def format_setting(result: dict[str, Any]) -> str:
         lines.append(f"  {method:<8} {r['snr_median']:>13.4g} {r['share']['mean']:>14.3f} {r['cos']['mean']:>12.3f}")
     lines.append(f"  DIFF / softmax SNR, median over trials: {result['snr_ratio_median']:.3g}×")
     return "\n".join(lines)
+
+
+def rho_key(rho: float) -> str:
+    """0.9 -> 'rho090': numbers.json keys cannot contain dots (a dot separates the parts of a lesson tag)."""
+    return f"rho{round(100 * rho):03d}"
+
+
+def mu_key(mu: float) -> str:
+    """4.0 -> 'mu4' (the grid's μ are whole numbers; a key cannot contain a dot)."""
+    require(mu == int(mu), f"grid μ must be whole numbers (got {mu})")
+    return f"mu{int(mu)}"
