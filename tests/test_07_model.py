@@ -290,3 +290,31 @@ def test_every_variant_learns_the_copy_task_on_cpu():
         first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
         assert first > no_copying - 0.1, (variant, first)  # it starts at chance
         assert last < no_copying - 0.25, (variant, last)
+
+
+def test_a_forward_pass_checks_cheaply(monkeypatch):
+    """Checks at the edges, messages only on failure: a forward pass of every variant calls `require` (which formats
+    its message before it is called) only inside exercise 07.1's DIFF V2 functions, whose refusals the exercise
+    specifies; the model, the modules, RoPE and the kernels test plain conditions and format a message only to raise."""
+    import inspect
+    import sys
+
+    from diffattn import errors
+
+    callers = []
+
+    def recording(condition, message):
+        callers.append(inspect.stack()[1].function)
+        return errors.require.__wrapped__(condition, message)
+
+    recording.__wrapped__ = errors.require
+    models = [GPT(config).eval() for config in matched_configs(MHA).values()]  # constructors validate: not counted
+    for name, module in list(sys.modules.items()):
+        if name.startswith("diffattn") and getattr(module, "require", None) is errors.require:
+            monkeypatch.setattr(module, "require", recording)
+    for model in models:
+        with torch.no_grad():
+            model(torch.randint(0, MHA.vocab_size, (2, 8)))
+    assert set(callers) <= {"check_pairs_share_kv", "query_head_groups", "diff_v2_gqa_attention"}, set(callers)
+    with pytest.raises(ConfigError, match=r"token ids must lie in \[0, 32\) \(got 0 … 40\)"):
+        GPT(MHA)(torch.tensor([[0, 40]]))

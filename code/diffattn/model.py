@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from diffattn.config import GPTConfig
-from diffattn.errors import require
+from diffattn.errors import ConfigError, require
 from diffattn.nn.attention import (
     DiffAttentionV1,
     DiffAttentionV2,
@@ -114,21 +114,27 @@ class GPT(nn.Module):
 
     def _check_input(self, tokens: Tensor, caches: Sequence[KVCache] | None) -> int:
         """Bad input fails here with a one-line ConfigError instead of deep inside a kernel; returns the start position."""
-        require(tokens.dim() == 2, f"tokens must be (batch, seq) (got shape {tuple(tokens.shape)})")
-        require(not tokens.is_floating_point() and not tokens.is_complex() and tokens.dtype != torch.bool,
-                f"tokens must be an integer tensor (got {tokens.dtype})")
+        # every forward: plain comparisons, one reduction; a message is built only when a check fails
+        if tokens.dim() != 2:
+            raise ConfigError(f"tokens must be (batch, seq) (got shape {tuple(tokens.shape)})")
+        if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+            raise ConfigError(f"tokens must be an integer tensor (got {tokens.dtype})")
         device = self.tok_emb.weight.device
-        require(tokens.device == device, f"tokens are on {tokens.device} but the model is on {device}")
-        require(tokens.numel() > 0, "tokens must hold at least one token")
-        require(bool(((tokens >= 0) & (tokens < self.config.vocab_size)).all()),
-                f"token ids must lie in [0, {self.config.vocab_size}) (got {int(tokens.min())} … {int(tokens.max())})")
+        if tokens.device != device:
+            raise ConfigError(f"tokens are on {tokens.device} but the model is on {device}")
+        if tokens.numel() == 0:
+            raise ConfigError("tokens must hold at least one token")
+        if not bool(((tokens >= 0) & (tokens < self.config.vocab_size)).all()):
+            raise ConfigError(f"token ids must lie in [0, {self.config.vocab_size}) "
+                              f"(got {int(tokens.min())} … {int(tokens.max())})")
         start = 0
         if caches is not None:
-            require(len(caches) == len(self.blocks), f"need one KV cache per block: {len(self.blocks)}, got {len(caches)}")
+            if len(caches) != len(self.blocks):
+                raise ConfigError(f"need one KV cache per block: {len(self.blocks)}, got {len(caches)}")
             start = len(caches[0])
         end = start + tokens.shape[1]
-        require(end <= self.config.max_seq_len,
-                f"positions {start} … {end - 1} exceed max_seq_len {self.config.max_seq_len}")
+        if end > self.config.max_seq_len:
+            raise ConfigError(f"positions {start} … {end - 1} exceed max_seq_len {self.config.max_seq_len}")
         return start
 
     def load_state_dict(self, state_dict: Mapping[str, Tensor], strict: bool = True, assign: bool = False):

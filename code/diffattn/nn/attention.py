@@ -60,11 +60,13 @@ class _Attention(nn.Module):
 
     def _check_input(self, x: Tensor) -> tuple[int, int]:
         """x must be (b, N, d_model) with the weights' dtype and device; returns (b, N)."""
-        weight = self.q_proj.weight
-        require(x.dim() == 3 and x.shape[-1] == weight.shape[1],
-                f"{self.VARIANT} takes x of shape (batch, seq, {weight.shape[1]}), got {tuple(x.shape)}")
-        require(x.dtype == weight.dtype, f"x is {x.dtype} but the {self.VARIANT} weights are {weight.dtype}")
-        require(x.device == weight.device, f"x is on {x.device} but the {self.VARIANT} weights are on {weight.device}")
+        weight = self.q_proj.weight  # every forward: plain comparisons; a message is built only on failure
+        if x.dim() != 3 or x.shape[-1] != weight.shape[1]:
+            raise ConfigError(f"{self.VARIANT} takes x of shape (batch, seq, {weight.shape[1]}), got {tuple(x.shape)}")
+        if x.dtype != weight.dtype:
+            raise ConfigError(f"x is {x.dtype} but the {self.VARIANT} weights are {weight.dtype}")
+        if x.device != weight.device:
+            raise ConfigError(f"x is on {x.device} but the {self.VARIANT} weights are on {weight.device}")
         return x.shape[0], x.shape[1]
 
     @staticmethod

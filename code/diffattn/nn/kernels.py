@@ -32,7 +32,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from diffattn.errors import require
+from diffattn.errors import ConfigError, require
 from diffattn.names import BACKENDS
 from diffattn.nn.functional import causal_mask, check_pairs_share_kv, sigmoid
 from diffattn.nn.functional import scaled_dot_product_attention as math_attention
@@ -99,13 +99,15 @@ def flash_attn_unsupported(q: Tensor, k: Tensor, v: Tensor) -> str | None:
 
 def resolve_backend(q: Tensor, k: Tensor, v: Tensor, requested: str = "auto") -> str:
     """The backend `attention` will run for these tensors: "flash_attn", "sdpa" or "math"."""
-    require(requested in BACKENDS, f"backend must be one of {', '.join(BACKENDS)} (got {requested!r})")
+    if requested not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)} (got {requested!r})")
     if requested not in ("auto", "flash_attn"):
         return requested
     why_not = flash_attn_unsupported(q, k, v)
     if why_not is None:
         return "flash_attn"
-    require(requested == "auto", f"backend 'flash_attn' cannot run: {why_not}")
+    if requested != "auto":
+        raise ConfigError(f"backend 'flash_attn' cannot run: {why_not}")
     if q.is_cuda and flash_attn_problem() and importlib.util.find_spec("flash_attn") is not None:
         _warn_once(f"using PyTorch SDPA instead of flash-attn: {flash_attn_problem()}")
     return "sdpa"
@@ -245,13 +247,21 @@ _KERNELS = {"flash_attn": _flash_attn, "sdpa": _sdpa_any_value_width, "math": _m
 
 
 def _check_shapes(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> None:
-    require(q.dim() == k.dim() == v.dim() == 4, "attention takes (batch, seq, heads, head_dim) tensors")
-    require(q.shape[0] == k.shape[0] == v.shape[0], f"batch sizes differ: {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
-    require(k.shape[1] == v.shape[1], f"keys and values must have the same length (got {k.shape[1]} and {v.shape[1]})")
-    require(k.shape[2] == v.shape[2], f"keys and values must have the same heads (got {k.shape[2]} and {v.shape[2]})")
-    require(q.shape[-1] == k.shape[-1], f"queries and keys must have the same head dim (got {q.shape[-1]}, {k.shape[-1]})")
-    require(q.shape[2] % k.shape[2] == 0, f"query heads ({q.shape[2]}) must be a multiple of KV heads ({k.shape[2]})")
-    require(not causal or q.shape[1] <= k.shape[1], f"causal attention needs N_q <= N_k (got {q.shape[1]} > {k.shape[1]})")
+    """Runs on every call: the conditions are plain comparisons, and a message is formatted only when one fails."""
+    if not q.dim() == k.dim() == v.dim() == 4:
+        raise ConfigError("attention takes (batch, seq, heads, head_dim) tensors")
+    if not q.shape[0] == k.shape[0] == v.shape[0]:
+        raise ConfigError(f"batch sizes differ: {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if k.shape[1] != v.shape[1]:
+        raise ConfigError(f"keys and values must have the same length (got {k.shape[1]} and {v.shape[1]})")
+    if k.shape[2] != v.shape[2]:
+        raise ConfigError(f"keys and values must have the same heads (got {k.shape[2]} and {v.shape[2]})")
+    if q.shape[-1] != k.shape[-1]:
+        raise ConfigError(f"queries and keys must have the same head dim (got {q.shape[-1]}, {k.shape[-1]})")
+    if q.shape[2] % k.shape[2] != 0:
+        raise ConfigError(f"query heads ({q.shape[2]}) must be a multiple of KV heads ({k.shape[2]})")
+    if causal and q.shape[1] > k.shape[1]:
+        raise ConfigError(f"causal attention needs N_q <= N_k (got {q.shape[1]} > {k.shape[1]})")
 
 
 def sdpa_kernel_support(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> dict[str, bool]:

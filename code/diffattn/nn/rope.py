@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from diffattn.errors import require
+from diffattn.errors import ConfigError
 
 
 def rope_cos_sin(
@@ -34,14 +34,19 @@ def rope_cos_sin(
     start, start + 1, ..., start + length − 1 (a decoder passes `(len(cache), n_new)`). Angles are computed in fp64
     and rounded once to `dtype`, so late positions lose no precision to the product p·θ_i.
     """
-    require(head_dim > 0 and head_dim % 2 == 0, f"RoPE needs an even head_dim (got {head_dim})")
+    # once per forward pass: plain comparisons, a message only on failure
+    if head_dim <= 0 or head_dim % 2:
+        raise ConfigError(f"RoPE needs an even head_dim (got {head_dim})")
     if isinstance(positions, tuple):
-        require(len(positions) == 2, f"a tuple of positions means (start, length), got {len(positions)} numbers")
+        if len(positions) != 2:
+            raise ConfigError(f"a tuple of positions means (start, length), got {len(positions)} numbers")
         start, length = positions
-        require(start >= 0 and length >= 0, f"(start, length) must be >= 0 (got {positions})")
+        if start < 0 or length < 0:
+            raise ConfigError(f"(start, length) must be >= 0 (got {positions})")
         positions = range(start, start + length)
     pos = torch.as_tensor(positions, dtype=torch.float64, device=device)
-    require(pos.dim() == 1, f"positions must be 1-D (got shape {tuple(pos.shape)})")
+    if pos.dim() != 1:
+        raise ConfigError(f"positions must be 1-D (got shape {tuple(pos.shape)})")
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # θ_i, (d/2,)
     angles = pos[:, None] * inv_freq[None, :]  # (N, d/2)
     return angles.cos().to(dtype), angles.sin().to(dtype)
@@ -50,11 +55,11 @@ def rope_cos_sin(
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate x (b, N, heads, d) by position, interleaved pairs; cos/sin (N, d/2) from `rope_cos_sin`."""
     n, d = x.shape[1], x.shape[-1]
-    require(d % 2 == 0, f"RoPE needs an even head_dim (got {d})")
-    require(
-        tuple(cos.shape) == tuple(sin.shape) == (n, d // 2),
-        f"cos/sin must be (seq, head_dim/2) = {(n, d // 2)}, got {tuple(cos.shape)} and {tuple(sin.shape)}",
-    )
+    if d % 2:  # every forward, twice per layer: a message is built only on failure
+        raise ConfigError(f"RoPE needs an even head_dim (got {d})")
+    if not tuple(cos.shape) == tuple(sin.shape) == (n, d // 2):
+        raise ConfigError(f"cos/sin must be (seq, head_dim/2) = {(n, d // 2)}, got {tuple(cos.shape)} and "
+                          f"{tuple(sin.shape)}")
     dtype = torch.promote_types(x.dtype, torch.float32)  # rotate in fp32 at least, like the triton kernel
     # Pair (2i, 2i+1) is the complex number x[2i] + i·x[2i+1]; rotating it by p·θ_i is one complex product.
     pairs = torch.view_as_complex(x.to(dtype).reshape(*x.shape[:-1], d // 2, 2).contiguous())  # (b, N, heads, d/2)
