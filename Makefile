@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check train-small clean help
+.PHONY: new-lesson course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -19,6 +19,7 @@ help:
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
+	@echo "make new-lesson NN=14 SLUG=roofline  scaffold a lesson's markdown, notebook, experiment, exercise and test"
 	@echo "make train-small the cpu-small results of lessons 08-11 (about an hour on 2 cores; commit outputs/)"
 
 $(STAMP): pyproject.toml
@@ -64,6 +65,11 @@ train-small: $(STAMP)
 	$(PY) -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5
 	$(PY) -m diffattn eval suite --preset cpu-small --seeds 3 --samples 16
 	$(PY) -m diffattn course --lessons 08,09,10,11
+
+# A new lesson's five files (diffattn/scaffold.py): NO_EXERCISE=1 for a lesson without exercises.
+new-lesson:
+	@test -n "$(NN)" -a -n "$(SLUG)" || { echo "usage: make new-lesson NN=14 SLUG=roofline [TITLE='Rooflines']"; exit 2; }
+	PYTHONPATH=code $(PYTHON) -m diffattn.scaffold $(NN) $(SLUG) $(if $(TITLE),--title "$(TITLE)") $(if $(NO_EXERCISE),--no-exercise)
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

@@ -24,7 +24,7 @@ LAYERS = {
     "lessons": ({"experiments", "lessontext"},
                 {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
     "grading": ({"grading"}, {"foundation"}),
-    "entry points": ({"cli", "train_options", "__main__"},
+    "entry points": ({"cli", "train_options", "__main__", "scaffold"},
                      {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation",
                       "lessons", "grading"}),
 }

@@ -6,34 +6,50 @@
     figures(results: dict, outdir: Path) -> list[Path]   PNGs for the lesson (needs matplotlib)
     NUMBER_KINDS: dict (optional)               how far each result may move on another CPU (diffattn.numberkinds);
                                                 results it does not name are Exact
+    REQUIRES: tuple (optional)                  third-party packages the lesson needs; read from the source, so a
+                                                missing one is reported before anything is imported
 
 `report` depends only on `results`, so lessons can quote it verbatim and tests can rebuild it from numbers.json.
-REQUIRES lists the third-party packages a lesson needs, so a missing one is reported before anything is imported.
+Lessons are found by file name (lessonNN_slug.py); nothing else lists them.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
+import re
+from pathlib import Path
 from types import ModuleType
 
 from diffattn.errors import ConfigError
 
-LESSONS = {
-    "01": "diffattn.experiments.lesson01_noise_floor",
-    "02": "diffattn.experiments.lesson02_diff_attention",
-    "03": "diffattn.experiments.lesson03_snr",
-    "04": "diffattn.experiments.lesson04_accounting",
-    "05": "diffattn.experiments.lesson05_diff_v1_torch",
-    "06": "diffattn.experiments.lesson06_kernels",
-    "07": "diffattn.experiments.lesson07_small_gpt",
-    "08": "diffattn.experiments.lesson08_training",
-    "09": "diffattn.experiments.lesson09_retrieval",
-    "10": "diffattn.experiments.lesson10_outliers",
-    "11": "diffattn.experiments.lesson11_lambda_sweep",
-}
-REQUIRES = {"05": ("torch",), "06": ("torch",), "07": ("torch",), "08": ("torch", "tqdm"), "09": ("torch", "tqdm"),
-            "10": ("torch", "tqdm"), "11": ("torch", "tqdm")}
+HERE = Path(__file__).parent
+LESSON_FILE = re.compile(r"^lesson(\d\d)_\w+\.py$")
+
+
+def _discover() -> dict[str, str]:
+    """{"NN": module} for every experiments/lessonNN_*.py: a new lesson's file is all it takes."""
+    found = {}
+    for path in sorted(HERE.glob("lesson*.py")):
+        match = LESSON_FILE.match(path.name)
+        if match:
+            found[match.group(1)] = f"{__name__}.{path.stem}"
+    return found
+
+
+def _requirements(module: str) -> tuple[str, ...]:
+    """The module's `REQUIRES = (...)` constant, read from its source without importing it (importing is what a
+    missing package would break)."""
+    tree = ast.parse((HERE / f"{module.rsplit('.', 1)[1]}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "REQUIRES" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+LESSONS = _discover()
+REQUIRES = {number: needs for number, module in LESSONS.items() if (needs := _requirements(module))}
 
 
 def normalise(number: str) -> str:

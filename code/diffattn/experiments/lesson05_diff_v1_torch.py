@@ -23,6 +23,7 @@ from diffattn.numberkinds import Bound, Stable
 from diffattn.nn.rope import rope_cos_sin
 from diffattn.progress import Progress
 
+REQUIRES = ("torch",)  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "DIFF V1 in PyTorch: λ, λ_init, per-head norm, official layout"
 
 # What may move on another CPU (diffattn.numberkinds). fp32 maps move in the 7th digit between kernel paths; the

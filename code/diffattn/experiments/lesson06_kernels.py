@@ -23,6 +23,7 @@ from diffattn.nn import kernels
 from diffattn.numberkinds import Bound
 from diffattn.progress import Progress
 
+REQUIRES = ("torch",)  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "FlashAttention kernels for DIFF V1 and V2"
 
 # Every max |difference| here is rounding: which digits come out depends on the CPU's kernels, so the lesson quotes

@@ -27,6 +27,7 @@ from diffattn.numberkinds import Bound, Stable
 from diffattn.progress import Progress
 from diffattn.pure import accounting
 
+REQUIRES = ("torch",)  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "A small GPT: parameter matching, KV-cache decoding, tiny training"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True

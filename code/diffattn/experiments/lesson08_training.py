@@ -31,6 +31,7 @@ from diffattn.numberkinds import Stable
 from diffattn.paths import outputs_dir
 from diffattn.pure.attention import lambda_init
 
+REQUIRES = ("torch", "tqdm")  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "Training baseline, DIFF V1 and DIFF V2 side by side"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True
