@@ -318,3 +318,17 @@ def test_a_forward_pass_checks_cheaply(monkeypatch):
     assert set(callers) <= {"check_pairs_share_kv", "query_head_groups", "diff_v2_gqa_attention"}, set(callers)
     with pytest.raises(ConfigError, match=r"token ids must lie in \[0, 32\) \(got 0 … 40\)"):
         GPT(MHA)(torch.tensor([[0, 40]]))
+
+
+def test_compiled_model_traces_in_one_graph_whatever_the_batch():
+    """The input checks are plain conditions on shapes, dtypes and devices under torch.compile: no graph break, and a
+    batch whose smallest token differs does not recompile (the message used to be built from tokens.min())."""
+    for variant, config in matched_configs(MHA).items():
+        torch._dynamo.reset()
+        model = GPT(config).eval()
+        with torch.no_grad():
+            explained = torch._dynamo.explain(model)(torch.randint(0, 32, (2, 8)))
+            assert explained.graph_break_count == 0, (variant, [str(b.reason)[:200] for b in explained.break_reasons])
+            compiled = torch.compile(model, backend="eager", fullgraph=True)
+            for low in (0, 5, 17):
+                compiled(torch.randint(low, 32, (2, 8)))

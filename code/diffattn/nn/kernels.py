@@ -51,12 +51,20 @@ _SDPA_HAS_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")
 FLASH_ATTN_MIN_VERSION = (2, 1)
 
 
-@functools.lru_cache(maxsize=None)
+# Looked up once, at import, without importing the package: every attention call reads this constant, and under
+# torch.compile a plain global costs nothing, while a find_spec call breaks the graph (torch 2.11, the GPU machine's).
+FLASH_ATTN_FOUND = importlib.util.find_spec("flash_attn") is not None
+
+
 def flash_attn_problem() -> str | None:
-    """Why the flash-attn package cannot be used here, or None when it can. Probed once per process, lazily:
-    being installed is not enough, since a build for another torch (ABI mismatch) fails at import."""
-    if importlib.util.find_spec("flash_attn") is None:
-        return "the flash-attn package is not installed"
+    """Why the flash-attn package cannot be used here, or None when it can."""
+    return "the flash-attn package is not installed" if not FLASH_ATTN_FOUND else _flash_attn_import_problem()
+
+
+@functools.lru_cache(maxsize=None)
+def _flash_attn_import_problem() -> str | None:
+    """Probed once per process, lazily, only where the package exists: being installed is not enough, since a build for
+    another torch (ABI mismatch) fails at import."""
     try:
         import flash_attn
     except Exception as exc:  # ImportError, OSError (undefined symbol), RuntimeError: any of them means "unusable"
@@ -108,7 +116,7 @@ def resolve_backend(q: Tensor, k: Tensor, v: Tensor, requested: str = "auto") ->
         return "flash_attn"
     if requested != "auto":
         raise ConfigError(f"backend 'flash_attn' cannot run: {why_not}")
-    if q.is_cuda and flash_attn_problem() and importlib.util.find_spec("flash_attn") is not None:
+    if q.is_cuda and FLASH_ATTN_FOUND and flash_attn_problem():
         _warn_once(f"using PyTorch SDPA instead of flash-attn: {flash_attn_problem()}")
     return "sdpa"
 
