@@ -273,3 +273,26 @@ def test_ensure_checkpoints_reuses_finished_runs(tmp_path, monkeypatch):
     stamps = {v: (d / checkpoint.CHECKPOINT_FILE).stat().st_mtime_ns for v, d in dirs.items()}
     ensure_checkpoints("cpu-tiny", "text", variants=("baseline", "diff_v2"))
     assert stamps == {v: (d / checkpoint.CHECKPOINT_FILE).stat().st_mtime_ns for v, d in dirs.items()}
+
+
+def test_sigterm_mid_compare_keeps_finished_variants_and_the_interrupted_run(tmp_path):
+    """A time limit (SIGTERM) in the middle of `compare`: the variants already trained are in partial.json, the
+    interrupted variant's folder keeps its metrics and last checkpoint, and the command exits 130 without a traceback."""
+    out = tmp_path / "compare"
+    proc = subprocess.Popen([sys.executable, "-m", "diffattn", "compare", "--preset", "cpu-tiny", "--steps", "60",
+                             "--no-progress", "--out", str(out)], env={**env(), "DIFFATTN_ROOT": str(tmp_path)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs = tmp_path / "outputs" / "checkpoints" / "cpu-tiny" / "text"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        second = [p for p in runs.glob(".baseline_2h.*") if len(checkpoint.read_metrics(p)) >= 2]
+        if (out / "partial.json").is_file() and second:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "Traceback" not in stderr and "partial.json" in stderr, stderr[-2000:]
+    partial = json.loads((out / "partial.json").read_text())
+    assert partial["finished"] == ["baseline"] and partial["complete"] is False
+    assert len(checkpoint.read_metrics(runs / "baseline_2h")) >= 2  # swapped in, not deleted
+    assert checkpoint.load_checkpoint(runs / "baseline_2h")["step"] >= 2

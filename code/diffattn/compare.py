@@ -15,6 +15,7 @@ import datetime
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from diffattn.runs import train_fresh
 from diffattn.stats import mean_std
 from diffattn.train import train
 
+PARTIAL = "partial.json"  # the variants finished so far, while a comparison runs (removed when it completes)
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
 # Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12}
@@ -109,13 +111,17 @@ def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
 
 
 def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS,
-            progress: bool = True, timings: bool = True, steps: int | None = None) -> dict[str, Any]:
+            progress: bool = True, timings: bool = True, steps: int | None = None,
+            partial: Path | None = None) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
-    wall-clock figure, leaving only numbers that training computes."""
+    wall-clock figure, leaving only numbers that training computes. With `partial`, the variants finished so far are
+    written there (JSON) after each one, so a run stopped by a time limit keeps them."""
     started = time.perf_counter()
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
     for variant in variants:
         results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress)
+        if partial is not None:
+            write_json_atomic(partial, {**results, "finished": list(results["variants"]), "complete": False})
     budget = train_settings(preset, task, steps)
     results["train"], results["tokens"] = budget["train"], budget["tokens"]
     if timings:
@@ -255,9 +261,16 @@ def main(args) -> int:
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
     build_configs(args.preset, "baseline", task=args.task, steps=args.steps)  # bad input fails before any training
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
-    results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
-                      steps=args.steps)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
+                          steps=args.steps, partial=out / PARTIAL)
+    except KeyboardInterrupt:
+        kept = f"the variants finished so far are in {out / PARTIAL}" if (out / PARTIAL).is_file() else "no variant finished"
+        sys.stderr.write(f"interrupted: {kept}; the interrupted run kept its metrics and last checkpoint\n")
+        return 130
     save_results(results, out, args.note, format_table, plot, "compare.png")
+    (out / PARTIAL).unlink(missing_ok=True)
     return 0
 
 

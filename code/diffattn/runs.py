@@ -30,21 +30,29 @@ from diffattn.train import train
 def train_fresh(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
                 progress: bool = False) -> dict[str, Any]:
     """Train from scratch into a private sibling of `out`, then swap it in: another process reading or training the
-    same `out` (a test, another lesson) never sees a half-written run."""
+    same `out` (a test, another lesson) never sees a half-written run. An interrupted run is swapped in too (its
+    metrics and its last checkpoint, which `--resume` continues and ensure_checkpoints sees as unfinished)."""
     out = Path(out)
     private = out.with_name(f".{out.name}.{os.getpid()}")
     try:
         last = train(preset, model_config, c, private, overwrite=True, progress=progress)
-        for _ in range(3):  # another process may put its copy back between the two calls
-            shutil.rmtree(out, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.replace(private, out)
-                break
-        else:
-            raise ConfigError(f"could not replace {out}: another process keeps writing it")
+        _swap_in(private, out)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (a time limit): keep what was done, metrics and last checkpoint
+        if private.is_dir():
+            _swap_in(private, out)
+        raise
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return last
+
+
+def _swap_in(private: Path, out: Path) -> None:
+    for _ in range(3):  # another process may put its copy back between the two calls
+        shutil.rmtree(out, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.replace(private, out)
+            return
+    raise ConfigError(f"could not replace {out}: another process keeps writing it")
 
 
 def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: tuple[str, ...] = VARIANTS,
