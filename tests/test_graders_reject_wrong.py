@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 import tests.wrong
+from diffattn import experiments
 from tests.adapters import EXERCISES, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
-TORCH_LESSONS = {"05", "06", "07", "11"}
+TORCH_LESSONS = {n for n, needs in experiments.REQUIRES.items() if "torch" in needs}  # read from the lessons
 BROKEN = re.compile(r"\b(NameError|UnboundLocalError|ImportError|ModuleNotFoundError|SyntaxError|NotImplementedError)\b")
 
 

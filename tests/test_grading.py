@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from diffattn import experiments
 from tests.adapters import EXERCISES, REFERENCE, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
-TORCH_LESSONS = {"05", "06", "07"}
+TORCH_LESSONS = {n for n, needs in experiments.REQUIRES.items() if "torch" in needs}  # read from the lessons
 LESSONS = sorted({e[:2] for e in EXERCISES if HAS_TORCH or e[:2] not in TORCH_LESSONS})
 HIDDEN_TEST = '''
 import pytest

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from diffattn import experiments
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-STDLIB = {"01", "02", "03", "04"}
+STDLIB = {n for n in experiments.LESSONS if not experiments.REQUIRES.get(n)}  # read from the lessons
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

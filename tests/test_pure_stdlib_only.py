@@ -25,7 +25,9 @@ import diffattn.pure as pure
 for info in pkgutil.iter_modules(pure.__path__):
     importlib.import_module(f"diffattn.pure.{info.name}")
 from diffattn import cli, experiments
-for number in ("01", "02", "03", "04"):
+stdlib = [n for n in experiments.LESSONS if not experiments.REQUIRES.get(n)]
+assert stdlib == ["01", "02", "03", "04"], stdlib
+for number in stdlib:
     experiments.load(number)
 w = pure.diff_weights_v1([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]], 0.5)
 assert abs(sum(w[0]) - 0.5) < 1e-12

@@ -46,12 +46,14 @@ def test_new_lesson_files_meet_the_course_checks(tmp_path):
         namespace["solve"](1.0)
 
 
-@pytest.mark.parametrize("args, words", [(["14", "real-models"], "refusing to overwrite lessons/14-real-models.md"),
+@pytest.mark.parametrize("args, words", [(["14", "real-models"], "lesson 14 exists already"),
+                                         (["00", "again"], "lesson 00 exists already"),
                                          (["1", "x"], "NN must be two digits"),
                                          (["15", "Bad_Slug"], "SLUG must be lower-case words"),
                                          (["03", "again"], "lesson 03 exists already")])
 def test_bad_or_existing_lessons_are_one_line_errors(tmp_path, args, words):
     assert scaffold_in(tmp_path, "14", "real-models").returncode == 0
     (tmp_path / "code/diffattn/experiments/lesson03_snr.py").write_text("")
+    (tmp_path / "lessons/00-setup.md").write_text("# 00 · Setup\n")  # a lesson with no experiment module
     done = scaffold_in(tmp_path, *args)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr

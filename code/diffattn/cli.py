@@ -284,7 +284,7 @@ def _require_torch(what: str):
     try:
         import torch
     except ImportError:
-        raise ConfigError(f"{what} needs PyTorch: run `make course` (installs it) or pip install torch") from None
+        raise ConfigError(f"{what} needs PyTorch: run `make course` (installs it; lesson 00 says how to choose a CPU or CUDA build)") from None
     return torch
 
 
@@ -336,6 +336,8 @@ def cmd_training(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     _require_torch("models")
+    if experiments.missing_requirements("09"):  # the shipped checkpoints are safetensors files
+        raise ConfigError("models needs safetensors: run `make course` (installs it)")
     from diffattn import shipped
 
     return shipped.main(args)

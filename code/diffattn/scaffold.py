@@ -119,10 +119,11 @@ def scaffold(number: str, slug: str, title: str, exercise: bool = True) -> dict[
     require(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug) is not None,
             f"SLUG must be lower-case words joined by '-', e.g. roofline or real-models (got {slug!r})")
     files = paths(number, slug, exercise)
+    existing = sorted(repo_root().glob(f"code/diffattn/experiments/lesson{number}_*.py")) + sorted(
+        repo_root().glob(f"lessons/{number}-*.md"))
+    require(not existing, f"lesson {number} exists already ({existing[0].name if existing else ''})")
     taken = [str(p.relative_to(repo_root())) for p in files.values() if p.exists()]
     require(not taken, f"refusing to overwrite {', '.join(taken)}")
-    existing = sorted(repo_root().glob(f"code/diffattn/experiments/lesson{number}_*.py"))
-    require(not existing, f"lesson {number} exists already ({existing[0].name if existing else ''})")
     texts = {"lesson": lesson_text(number, slug, title, files), "notebook": notebook(number, slug, title),
              "experiment": experiment(number, title), "test": test_file(number, files["experiment"].stem)}
     if exercise:
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     print("wrote " + ", ".join(str(p.relative_to(repo_root())) for p in files.values()))
-    print("then: write the lesson; `make course` puts its numbers in outputs/numbers.json"
+    print("then: write the lesson (its numbers through <!--n NN.key--> tags, its output block, a row in the README's "
+          "course map); `make course` puts its numbers in outputs/numbers.json, `make lessons-sync` into the text, and "
+          "`make test` passes once the lesson quotes a tagged number"
           + ("; for the exercise, add its lines to tests/adapters.py (EXERCISES, REFERENCE, RETURNS), a known-wrong "
              "implementation in tests/wrong/ and its rubric line in .github/workflows/classroom.yml"
              if not args.no_exercise else ""))

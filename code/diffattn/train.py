@@ -218,7 +218,8 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
             f"batch-size {c.batch_size} must be a multiple of ranks × grad-accum = {d.world} × {c.grad_accum}")
     state = check_resume(out, config) if resume else None
     require(resume or overwrite or not checkpoint.has_checkpoint(out),
-            f"{out} already holds a checkpoint: pass --resume to continue it, or choose another --out")
+            f"{out} already holds a checkpoint: pass --resume to continue it, --overwrite to replace it, "
+            f"or choose another --out")
     device = torch.device(f"cuda:{os.environ['LOCAL_RANK']}" if d.distributed and c.device.startswith("cuda")
                           else c.device)
 

@@ -25,7 +25,7 @@ from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
 from diffattn.stats import mean_std
 
-REQUIRES = ("torch", "tqdm")  # third-party packages (diffattn.experiments reads this without importing)
+REQUIRES = ("torch", "tqdm", "safetensors")  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "Multi-needle retrieval and attention allocation"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True

@@ -23,7 +23,7 @@ from diffattn.eval import outliers, quantize, saved
 from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
 
-REQUIRES = ("torch", "tqdm")  # third-party packages (diffattn.experiments reads this without importing)
+REQUIRES = ("torch", "tqdm", "safetensors")  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "Activation outliers and low-bit attention"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True

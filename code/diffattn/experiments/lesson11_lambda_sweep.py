@@ -26,7 +26,7 @@ from diffattn.names import LABELS
 from diffattn.numberkinds import Stable
 from diffattn.pure.attention import lambda_init
 
-REQUIRES = ("torch", "tqdm")  # third-party packages (diffattn.experiments reads this without importing)
+REQUIRES = ("torch", "tqdm", "safetensors")  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "The λ sweep on trained models"
 # Its float work runs in one thread (one_thread), so the thread count of the machine cannot change its numbers.
 RUNS_IN_ONE_THREAD = True
