@@ -70,13 +70,18 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def read_manifest() -> dict[str, Any]:
-    path = root() / MANIFEST
+def read_shipped_json(filename: str) -> dict[str, Any]:
+    """outputs/models/<filename> (MANIFEST.json, band.json); a one-line ConfigError saying how to restore it."""
+    path = root() / filename
     require(path.is_file(), f"{path} is missing: restore it with `{RESTORE}`")
     try:
         return json.loads(path.read_text())
     except ValueError:
         raise ConfigError(f"{path} is not valid JSON: restore it with `{RESTORE}`") from None
+
+
+def read_manifest() -> dict[str, Any]:
+    return read_shipped_json(MANIFEST)
 
 
 def verify(directory: Path, manifest: dict[str, Any]) -> None:
@@ -201,19 +206,10 @@ def tolerance(key: str) -> float:
     return BAND_MARGIN * summary()["task_band"][key.split("/")[1]]
 
 
-def read_band() -> dict[str, Any]:
-    path = root() / BAND
-    require(path.is_file(), f"{path} is missing: restore it with `{RESTORE}`")
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        raise ConfigError(f"{path} is not valid JSON: restore it with `{RESTORE}`") from None
-
-
 def summary() -> dict[str, Any]:
     """What lesson 08 says about the shipped checkpoints: where they were made, and the band, per task and variant
     (read from MANIFEST.json and band.json, so exact)."""
-    manifest, measured = read_manifest(), read_band()
+    manifest, measured = read_manifest(), read_shipped_json(BAND)
     widest: dict[str, dict[str, float]] = {}
     for key, value in measured["max_abs_delta"].items():
         _, task, variant = key.split("/")
