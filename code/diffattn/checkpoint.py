@@ -131,6 +131,8 @@ def _load_weights(directory: Path, map_location: str | torch.device) -> tuple[di
         raise ConfigError(f"weights {path} are truncated or corrupt ({type(exc).__name__})") from None
     if config.get("model", {}).get("tie_embeddings", True) and "tok_emb.weight" in tensors:
         tensors[TIED_HEAD] = tensors["tok_emb.weight"]
+    require(config.get("model", {}).get("attention") in ATTENTION,  # load_checkpoint checks the same for checkpoint.pt
+            f"weights {path} have an unknown attention variant (known: {', '.join(ATTENTION)})")
     return {k: v.to(map_location) for k, v in tensors.items()}, config
 
 
@@ -143,8 +145,6 @@ def load_model(directory: str | Path, map_location: str | torch.device = "cpu") 
     else:
         state = load_checkpoint(directory, map_location)
         weights, config = state["model"], state["config"]
-    require(config.get("model", {}).get("attention") in ATTENTION,
-            f"checkpoint {directory} has an unknown attention variant (known: {', '.join(ATTENTION)})")
     model = GPT(model_config(config))
     model.load_state_dict(weights)  # GPT.load_state_dict: a wrong variant or shape is a one-line ConfigError
     return model.to(map_location).eval(), config
