@@ -56,13 +56,16 @@ gradescope-zip:
 mutation: $(STAMP)
 	$(PY) -m tests.grading.mutation $(or $(LESSON),$(error usage: make mutation LESSON=01))
 
-# The laptop-size results lessons 08-11 report, on CPU (about an hour on 2 cores): lesson 08's comparison (every
-# variant x 3 seeds), lesson 11's λ_init ablation (DIFF V1, 3 settings x 5 seeds), and every evaluation of lessons
-# 09-11 on the cpu-small `needles` checkpoints (3 training seeds, 16 examples per cell); then the lessons pick them up.
-# Commit outputs/compare/cpu-small-text*/ and outputs/eval/cpu-small/ afterwards: each summary.json names the machine.
+# The laptop-size results lessons 08-11 report, on CPU (about an hour on 2 cores): `study` trains every run once, two
+# at a time (diffattn/study.py declares them: lesson 08's comparison, V1's initialisation 2×2 and alternatives, the
+# low-floor retrieval tasks, the cpu-small `needles` checkpoints); `compare`, the λ_init ablation and `eval suite`
+# then reuse those runs and only tabulate and evaluate; then the lessons pick the results up. Commit outputs/study/,
+# outputs/compare/cpu-small-text*/ and outputs/eval/cpu-small/ afterwards: each summary names the machine.
+JOBS ?= 2
 train-small: $(STAMP)
-	$(PY) -m diffattn compare --preset cpu-small --seeds 3
-	$(PY) -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5
+	$(PY) -m diffattn study --jobs $(JOBS)
+	$(PY) -m diffattn compare --preset cpu-small --seeds 5 --reuse
+	$(PY) -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5 --reuse
 	$(PY) -m diffattn eval suite --preset cpu-small --seeds 3 --samples 16
 	$(PY) -m diffattn course --lessons 08,09,10,11
 

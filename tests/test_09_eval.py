@@ -1,5 +1,5 @@
 """diffattn.eval: the probe reproduces the model and its effective maps have the right row sums; retrieval scoring
-(margin rule, Wilson intervals, an oracle gets everything and a constant model nothing); allocation shares;
+(margin rule, intervals and nulls, an oracle gets everything and a constant model nothing); allocation shares;
 quantization; the λ-sweep table; and `python -m diffattn eval` with its one-line errors."""
 
 from __future__ import annotations
@@ -72,13 +72,6 @@ def test_absmax_quantizer_levels_and_bits():
             quantize.check_bits([bad])
 
 
-def test_wilson_interval():
-    assert retrieval.wilson(0, 10)[0] == 0.0
-    low, high = retrieval.wilson(5, 10)
-    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
-    assert retrieval.wilson(10, 10)[1] == pytest.approx(1.0)
-
-
 class Oracle(torch.nn.Module):
     """Reads the bytes: after `?KEY=` (and each value byte) it predicts the next byte of KEY's value, by 1.0 logit."""
 
@@ -114,6 +107,33 @@ def test_an_oracle_answers_everything_and_the_margin_rule_needs_a_clear_win():
     assert unsure["overall"]["answered"] == 0  # the right byte, but not by the margin
     with pytest.raises(ValueError, match="longer than"):
         retrieval.table2(Oracle(64), [65], samples=1)
+    sure = retrieval.table2(Oracle(64), [64], samples=2)
+    gap = retrieval.paired(sure, unsure)["overall"]  # the same examples: every query answered by one only
+    assert gap["difference"] == 1.0 and gap["ci95"] == [1.0, 1.0] and gap["above"]
+    assert sure["overall"]["vs_null"]["above"] and not sure["layouts"]["N1R1"]["vs_null"]["above"]  # null 1 at N=1
+
+
+class CopyLatest(Oracle):
+    """Never reads the key: after `?KEY=` it predicts the value of the last record before the queries."""
+
+    def forward(self, tokens):
+        logits = torch.zeros(*tokens.shape, 256)
+        for b, row in enumerate(tokens.tolist()):
+            text = bytes(row).decode("latin-1")
+            context = text[:text.find("?")] if "?" in text else text
+            last = context.rfind("#")
+            value = context[context.find("=", last) + 1:][:1]
+            for p in range(len(text)):
+                if text[p] == "=" and "?" in text[:p] and value:
+                    logits[b, p, ord(value)] = 1.0
+        return logits
+
+
+def test_a_model_that_copies_without_reading_the_key_scores_its_null_and_does_not_retrieve():
+    table = retrieval.table2(CopyLatest(64), [64], samples=4)
+    for name, r in retrieval.rows(table).items():
+        assert r["accuracy"] == pytest.approx(r["null"]["copy_latest"]), name
+        assert not r["vs_null"]["above"], name
 
 
 def test_allocation_shares_of_an_untrained_model(models):
@@ -211,14 +231,14 @@ def test_eval_cli_bad_input_is_one_line_and_exit_2(ckpts, tmp_path, capsys, kind
     assert re.search(message, lines[0]), lines[0]
 
 
-def test_many_needles_pools_the_4_and_6_needle_layouts():
+def test_many_needles_pools_the_4_and_6_needle_layouts_with_their_null():
     from diffattn.eval.command import many_needles
 
-    table = {"layouts": {"N1R1": {"answered": 9, "asked": 10}, "N2R2": {"answered": 9, "asked": 10},
-                         "N4R2": {"answered": 3, "asked": 10}, "N6R2": {"answered": 1, "asked": 30}}}
+    table = retrieval.table2(Oracle(64), [64], samples=3)
     pooled = many_needles(table)
-    assert (pooled["answered"], pooled["asked"], pooled["accuracy"]) == (4, 40, 0.1)
-    assert tuple(pooled["ci95"]) == pytest.approx(retrieval.wilson(4, 40))
+    assert pooled["asked"] == table["layouts"]["N4R2"]["asked"] + table["layouts"]["N6R2"]["asked"] == 2 * 2 * 3 * 5
+    assert pooled["accuracy"] == 1.0 and pooled["vs_null"]["above"]
+    assert pooled["null_best"] < table["overall"]["null_best"]  # one needle's null is 1: the pool leaves it out
 
 
 @pytest.mark.parametrize("extra, message", [([], "--preset"), (["--preset", "cpu-tiny", "--seeds", "0"], "--seeds")])
@@ -237,7 +257,8 @@ def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, 
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
     monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
         config.PRESETS["cpu-tiny"].model,
-        config.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2),
+        config.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2,
+                           warmup_steps=1),
         "test"))
     monkeypatch.setattr(saved, "SUITE_PRESETS", ("cpu-tiny",))
     assert main(["eval", "suite", "--preset", "cpu-tiny", "--seeds", "2", "--samples", "1", "--lengths", "32"]) == 0

@@ -26,7 +26,7 @@ from diffattn.compare import (
 from diffattn.config import PRESETS
 from diffattn.errors import ConfigError, require
 from diffattn.pure.attention import lambda_init as scheduled_lambda_init
-from diffattn.stats import mean_std
+from diffattn.stats import mean_std, t_interval
 
 SCHEDULE = "schedule"
 PAPER_SETTINGS = (SCHEDULE, "0.8", "0.5")  # Table 6: DIFF (the schedule), λ_init = 0.8, λ_init = 0.5
@@ -56,19 +56,21 @@ def label(value: float | None) -> str:
 
 
 def run_name(value: float | None) -> str:
-    """The checkpoint folder of a setting: its own, so that the ablation never replaces lesson 08's diff_v1 runs."""
-    return f"diff_v1-lambda_init{'_' + SCHEDULE if value is None else f'{value:g}'}"
+    """The checkpoint folder of a setting. The schedule is lesson 08's own DIFF V1 (the same config, the same run);
+    a constant has its own folder."""
+    return "diff_v1" if value is None else f"diff_v1-lambda_init{value:g}"
 
 
 def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), settings: list[float | None] | None = None,
-           steps: int | None = None, progress: bool = True) -> dict[str, Any]:
+           steps: int | None = None, progress: bool = True, reuse: bool = False) -> dict[str, Any]:
     """Train DIFF V1 once per (setting, seed) and summarise; the first setting is the reference of the differences."""
     settings = [None, 0.8, 0.5] if settings is None else settings
     started = time.perf_counter()
     n_layer = PRESETS[preset].model.n_layer
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "settings": {}}
     for value in settings:
-        r = train_seeds(preset, task, "diff_v1", seeds, steps, progress, lambda_init=value, name=run_name(value))
+        r = train_seeds(preset, task, "diff_v1", seeds, steps, progress, lambda_init=value, name=run_name(value),
+                        reuse=reuse)
         r["lambda_init"] = [scheduled_lambda_init(depth) if value is None else value for depth in range(n_layer)]
         r["final_lambda"] = [statistics.fmean(run["lambda"][-1][layer] for run in r["runs"]) for layer in range(n_layer)]
         results["settings"][label(value)] = r
@@ -76,10 +78,14 @@ def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), setti
     for r in list(results["settings"].values())[1:]:
         gaps = [run["val_loss"] - ref["val_loss"] for run, ref in zip(r["runs"], reference["runs"])]
         mean, std = mean_std(gaps)
-        r["paired_difference"] = {"per_seed": gaps, "mean": mean, "std": std, "min": min(gaps), "max": max(gaps)}
+        r["paired_difference"] = {"per_seed": gaps, "mean": mean, "std": std, "min": min(gaps), "max": max(gaps),
+                                  "t": t_interval(gaps)}
     results.update(train_settings(preset, task, steps))
     results["reference"] = label(settings[0])
-    results["wall_s"] = time.perf_counter() - started
+    # reused runs were timed when they trained: then the figure is the sum of every run's own training time
+    results["wall_s"] = (sum(run["wall_s"] for r in results["settings"].values() for run in r["runs"]) if reuse
+                         else time.perf_counter() - started)
+    results["wall_is_sum_of_runs"] = reuse
     results["machine"] = machine()
     return results
 
@@ -138,6 +144,7 @@ def main(args) -> int:
     settings = parse_settings(args.lambda_init)
     build_configs(args.preset, "diff_v1", task=args.task, steps=args.steps)  # bad input fails before any training
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}-lambda-init"
-    results = ablate(args.preset, args.task, tuple(range(args.seeds)), settings, args.steps, not args.no_progress)
+    results = ablate(args.preset, args.task, tuple(range(args.seeds)), settings, args.steps, not args.no_progress,
+                     reuse=args.reuse)
     save_results(results, out, args.note, format_table, plot, "lambda-init.png")
     return 0

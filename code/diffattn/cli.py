@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="train every variant with matched data and budget, tabulate and plot")
     train_options.add_compare_arguments(compare)
     eval_command.add_parser(sub)
+    study = sub.add_parser("study", help="lessons 08-11's CPU study (make train-small): train what is missing, "
+                                         "then write outputs/study/")
+    train_options.add_study_arguments(study)
 
     models = sub.add_parser("models", help="the trained checkpoints lessons 09-11 ship with: verify, retrain, band",
                             description="verify: check the shipped checkpoints (outputs/models/) against their "
@@ -334,6 +337,13 @@ def cmd_training(args: argparse.Namespace) -> int:
     return importlib.import_module(f"diffattn.{module}").main(args)
 
 
+def cmd_study(args: argparse.Namespace) -> int:
+    _require_torch("study")
+    from diffattn import study
+
+    return study.main(args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     _require_torch("models")
     if experiments.missing_requirements("09"):  # the shipped checkpoints are safetensors files
@@ -346,4 +356,4 @@ def cmd_models(args: argparse.Namespace) -> int:
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade, "train": cmd_training,
             "compare": cmd_training, "eval": lambda args: eval_command.main(args),
-            "models": cmd_models}
+            "models": cmd_models, "study": cmd_study}

@@ -31,7 +31,7 @@ from diffattn.model import GPT, parameter_breakdown
 from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
-from diffattn.runs import train_fresh
+from diffattn.runs import finished, train_fresh
 from diffattn.stats import mean_std
 from diffattn.train import train
 
@@ -78,17 +78,21 @@ def machine() -> dict[str, Any]:
 
 
 def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], steps: int | None = None,
-                progress: bool = True, lambda_init: float | None = None, name: str | None = None) -> dict[str, Any]:
-    """Train one variant once per seed into default_out(preset, task, name or variant, seed), overwriting, and
-    summarise: size, FLOPs, every run, the final validation loss's mean and spread over seeds."""
+                progress: bool = True, lambda_init: float | None = None, name: str | None = None,
+                reuse: bool = False) -> dict[str, Any]:
+    """Train one variant once per seed into default_out(preset, task, name or variant, seed), overwriting (with
+    `reuse`, a folder that already holds the same run finished is kept: `make train-small` trains every run once, in
+    `python -m diffattn study`), and summarise: size, FLOPs, every run, the final loss's mean and spread over seeds."""
     model_config, _ = build_configs(preset, variant, lambda_init, task=task, steps=steps)
     with torch.device("meta"):  # counting only
         parts = parameter_breakdown(GPT(model_config))
     runs = []
     for seed in seeds:
         out = default_out(preset, task, name or variant, seed)
-        train_fresh(preset, model_config, build_configs(preset, variant, lambda_init, task=task, seed=seed,
-                                                        steps=steps)[1], out, progress=progress)
+        job = (preset, model_config, build_configs(preset, variant, lambda_init, task=task, seed=seed, steps=steps)[1],
+               out)
+        if not (reuse and finished(job)):
+            train_fresh(*job, progress=progress)
         runs.append({"seed": seed, **run_summary(out)})
     finals = [r["val_loss"] for r in runs]
     mean, std = mean_std(finals)
@@ -112,20 +116,23 @@ def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
 
 def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS,
             progress: bool = True, timings: bool = True, steps: int | None = None,
-            partial: Path | None = None) -> dict[str, Any]:
+            partial: Path | None = None, reuse: bool = False) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
     wall-clock figure, leaving only numbers that training computes. With `partial`, the variants finished so far are
     written there (JSON) after each one, so a run stopped by a time limit keeps them."""
     started = time.perf_counter()
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
     for variant in variants:
-        results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress)
+        results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress, reuse=reuse)
         if partial is not None:
             write_json_atomic(partial, {**results, "finished": list(results["variants"]), "complete": False})
     budget = train_settings(preset, task, steps)
     results["train"], results["tokens"] = budget["train"], budget["tokens"]
     if timings:
-        results["wall_s"] = time.perf_counter() - started
+        # reused runs were timed when they trained: then the figure is the sum of every run's own training time
+        results["wall_s"] = (sum(r["wall_s"] for v in results["variants"].values() for r in v["runs"]) if reuse
+                             else time.perf_counter() - started)
+        results["wall_is_sum_of_runs"] = reuse
         results["machine"] = machine()
         peak = next((f for name, f in PEAK_BF16.items() if name in results["machine"].get("gpu", "")), None)
         if peak and budget["device"].startswith("cuda"):  # model FLOPs utilisation: useful FLOPs/s over the bf16 peak
@@ -264,7 +271,7 @@ def main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
-                          steps=args.steps, partial=out / PARTIAL)
+                          steps=args.steps, partial=out / PARTIAL, reuse=args.reuse)
     except KeyboardInterrupt:
         kept = f"the variants finished so far are in {out / PARTIAL}" if (out / PARTIAL).is_file() else "no variant finished"
         sys.stderr.write(f"interrupted: {kept}; the interrupted run kept its metrics and last checkpoint\n")

@@ -25,6 +25,8 @@ from diffattn.pure.accounting import swiglu_width
 # SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
 # that would give 256 = 4·d_model, so small models round to 64 instead (64 → 192, 128 → 384, 768 → 2048).
 FFN_MULTIPLE_OF = 64
+HEAD_SCALE_SCHEDULE = "schedule"
+INIT_STD = 0.02  # GPT-2's N(0, 0.02²) for every matrix and the embedding (diffattn.model)
 
 
 @dataclass
@@ -48,6 +50,16 @@ class GPTConfig:
     # DIFF V1 only. None: the paper's depth schedule λ_init = 0.8 − 0.6·exp(−0.3·depth); a number in (0, 1): that
     # constant in every layer (the paper's Table 6 ablation trains 0.8 and 0.5; lesson 11 repeats it in miniature).
     lambda_init: float | None = None
+    # Initialisation, for lesson 08's study of V1's loss deficit (the defaults are the course's models):
+    # head_scale   DIFF V1: the constant each normalised head is multiplied by; None: 1 − λ_init (the paper's);
+    #              "schedule": 1 − the depth schedule's λ_init whatever lambda_init is (so the two can be varied apart)
+    # subln_gain   DIFF V1: the per-head RMSNorm's gain γ at initialisation (the official code: 1)
+    # out_std      every variant: the std of the attention output projection at initialisation (GPT-2's 0.02)
+    # embed_scale  every variant: the token embedding is multiplied by this on the way in (Gemma: √d_model)
+    head_scale: float | str | None = None
+    subln_gain: float = 1.0
+    out_std: float = INIT_STD
+    embed_scale: float = 1.0
 
     def __post_init__(self) -> None:
         require(self.attention in ATTENTION, f"attention must be one of {', '.join(ATTENTION)} (got {self.attention!r})")
@@ -77,6 +89,13 @@ class GPTConfig:
             require(self.attention == "diff_v1",
                     f"lambda_init sets DIFF V1's λ_init; {self.attention} has none (leave it unset)")
             require(0.0 < self.lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {self.lambda_init})")
+        if self.attention != "diff_v1":
+            require(self.head_scale is None and self.subln_gain == 1.0,
+                    f"head_scale and subln_gain set DIFF V1's per-head norm; {self.attention} has none")
+        require(self.head_scale in (None, HEAD_SCALE_SCHEDULE) or (isinstance(self.head_scale, (int, float))
+                                                                 and self.head_scale > 0),
+                f"head_scale must be a number > 0 or {HEAD_SCALE_SCHEDULE!r} (got {self.head_scale!r})")
+        require_positive(subln_gain=self.subln_gain, out_std=self.out_std, embed_scale=self.embed_scale)
 
 
 def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
@@ -138,6 +157,11 @@ PRESETS = {
         TrainConfig(steps=300, batch_size=16, seq_len=128, lr=2e-3, warmup_steps=30, eval_every=25,
                     eval_sequences=64, checkpoint_every=100),
         "a laptop: the four variants x 3 seeds in about a quarter of an hour on 2 cores"),
+    "cpu-recall": Preset(
+        GPTConfig(n_layer=2, d_model=64, n_head=4, n_kv_head=2, max_seq_len=128),
+        TrainConfig(task="rebind", steps=2000, batch_size=32, seq_len=64, lr=3e-3, warmup_steps=100, eval_every=100,
+                    eval_sequences=256, checkpoint_every=500),
+        "lesson 09's low-floor retrieval tasks: cpu-tiny's shape, 2,000 steps, a learning curve every 100"),
     "gpu-small": Preset(
         GPTConfig(n_layer=12, d_model=768, n_head=12, n_kv_head=12, max_seq_len=2048),
         TrainConfig(steps=1200, batch_size=32, seq_len=2048, lr=1.5e-3, warmup_steps=120, eval_every=100,
@@ -169,6 +193,9 @@ def check_train_config(c: TrainConfig) -> None:
         require(getattr(c, name) > 0, f"{name.replace('_', '-')} must be > 0 (got {getattr(c, name)})")
     require(math.isfinite(c.lr) and c.lr > 0, f"lr must be a finite number > 0 (got {c.lr})")
     require(c.warmup_steps >= 0 and 0 <= c.min_lr_ratio <= 1, "warmup-steps must be >= 0 and min-lr-ratio in [0, 1]")
+    require(c.task == "text" or c.steps > c.warmup_steps,
+            f"a retrieval run's learning curve is read against its null after warmup: steps ({c.steps}) must exceed "
+            f"warmup-steps ({c.warmup_steps})")
     require(c.device in ("cpu", "cuda") or c.device.startswith("cuda:"), f"device must be cpu or cuda (got {c.device!r})")
     if c.device.startswith("cuda"):
         import torch  # only here: configs are built without torch everywhere else
@@ -176,6 +203,18 @@ def check_train_config(c: TrainConfig) -> None:
         require(torch.cuda.is_available(), f"device {c.device} needs a CUDA GPU and none is visible "
                                            f"(pass --device cpu to run this preset on CPU, slowly)")
     require(not c.bf16 or c.device.startswith("cuda"), "bf16 autocast is for CUDA; CPU training runs in fp32")
+
+
+def parse_task_options(items: list[str]) -> dict[str, int]:
+    """["value_len=3", "n_needles=4"] → {"value_len": 3, "n_needles": 4}; one-line error for anything else (the task
+    itself then rejects options it does not have, or values that leave its null undefined)."""
+    options: dict[str, int] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        require(bool(sep) and key.strip().isidentifier() and value.strip().lstrip("-").isdigit(),
+                f"--task-option takes KEY=INTEGER, e.g. value_len=3 (got {item!r})")
+        options[key.strip()] = int(value)
+    return options
 
 
 def default_out(preset: str, task: str, variant: str, seed: int = 0) -> Path:

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from diffattn.config import GPTConfig
+from diffattn.config import INIT_STD, GPTConfig
 from diffattn.errors import ConfigError, require
 from diffattn.nn.attention import (
     DiffAttentionV1,
@@ -51,7 +51,8 @@ def attention_layer(config: GPTConfig, depth: int) -> nn.Module:
     """The attention module of block `depth` (0-based; DIFF V1's λ_init(depth) schedule depends on it)."""
     if config.attention == "diff_v1":
         return DiffAttentionV1(config.d_model, depth, config.n_head // 2, config.n_kv_head // 2, backend=config.backend,
-                               lambda_init=config.lambda_init)
+                               lambda_init=config.lambda_init, head_scale=config.head_scale,
+                               subln_gain=config.subln_gain)
     if config.attention == "diff_v2":
         return DiffAttentionV2(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
     return MultiheadAttention(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
@@ -90,6 +91,9 @@ class GPT(nn.Module):
         self.norm = RMSNorm(config.d_model, eps=config.norm_eps)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.apply(_init_weights)
+        for block in self.blocks if config.out_std != INIT_STD else ():  # redrawn only when changed: same RNG
+            projection = getattr(block.attn, "out_proj", None) or block.attn.o_proj  # V2 calls it o_proj
+            nn.init.normal_(projection.weight, mean=0.0, std=config.out_std)
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
 
@@ -105,6 +109,8 @@ class GPT(nn.Module):
         """
         start = self._check_input(tokens, caches)
         x = self.tok_emb(tokens)  # (b, N, d_model)
+        if self.config.embed_scale != 1.0:
+            x = x * self.config.embed_scale
         # cos, sin: (N, d/2) for positions start … start+N−1, kept in ≥ fp32 even for a bf16 model (angles grow with p)
         rope = rope_cos_sin((start, tokens.shape[1]), self.config.head_dim, base=self.config.rope_base,
                             device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
@@ -149,7 +155,7 @@ def _init_weights(module: nn.Module) -> None:
     """N(0, 0.02) for every Linear and the embedding (GPT-2): the tied head then starts with logits ≈ 0, loss ≈ ln V.
     DIFF V1's λ vectors are plain Parameters, so they keep their own N(0, 0.1²) init."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
 
 
 def checkpoint_variant(state_dict: Mapping[str, Tensor]) -> str | None:

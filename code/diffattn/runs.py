@@ -4,6 +4,9 @@ diffattn.shipped).
 
     train_fresh          a run from scratch that another process reading the same folder never sees half-written
     ensure_checkpoints   outputs/checkpoints/<preset>/<task>/<variant>[-seed<S>]/, trained when missing or stale
+    train_missing        many runs, each trained only if its folder does not already hold it finished, in parallel
+                         worker processes of one torch thread each (a one-thread run gives the same numbers in a
+                         pool as alone)
 """
 
 from __future__ import annotations
@@ -67,6 +70,56 @@ def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: t
             train_fresh(preset, model, c, out, progress=progress)
         dirs[variant] = out
     return dirs
+
+
+Job = tuple[str, GPTConfig, TrainConfig, Path]  # (preset, model config, train config, out)
+
+
+def train_missing(jobs: list[Job], workers: int = 1, progress: bool = True) -> list[Path]:
+    """Train every job whose `out` does not hold it finished (same config, last step reached); returns the outs.
+    With workers > 1, runs go to a pool of spawned processes of one torch thread each; a run that fails does not stop
+    the others, and the failures are reported together at the end (ConfigError naming each)."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from diffattn.progress import Progress
+
+    todo = [job for job in jobs if not finished(job)]
+    failures = []
+    with Progress(len(todo), f"training {len(todo)} of {len(jobs)} runs (the rest are done)", enabled=progress) as bar:
+        if workers <= 1:
+            for job in todo:
+                failures += _attempt(job)
+                bar.advance()
+        else:
+            with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
+                for future in as_completed([pool.submit(_attempt, job) for job in todo]):
+                    failures += future.result()
+                    bar.advance()
+    if failures:
+        raise ConfigError(f"{len(failures)} of {len(todo)} runs failed (the others finished): " + "; ".join(failures))
+    return [job[3] for job in jobs]
+
+
+def finished(job: Job) -> bool:
+    preset, model, c, out = job
+    return _finished(Path(out), run_config(preset, model, c))
+
+
+def _attempt(job: Job) -> list[str]:
+    """[] if the run finished, else one line naming it and its error (a worker must not die with the run)."""
+    preset, model, c, out = job
+    try:
+        train_fresh(preset, model, c, out)
+    except Exception as exc:  # noqa: BLE001  reported with the run's name, after the others
+        return [f"{out}: {type(exc).__name__}: {exc}"]
+    return []
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def _finished(out: Path, config: dict[str, Any]) -> bool:

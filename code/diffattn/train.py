@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -42,9 +42,10 @@ from diffattn.config import (
     TrainConfig,
     build_configs,
     default_out,
+    parse_task_options,
     run_config,
 )
-from diffattn.data import IGNORE_INDEX, VOCAB_SIZE, make_task
+from diffattn.data import IGNORE_INDEX, VOCAB_SIZE, make_task, retrieval
 from diffattn.errors import ConfigError, require
 from diffattn.model import GPT
 from diffattn.names import LABELS
@@ -90,7 +91,7 @@ def make_optimizer(model: nn.Module, c: TrainConfig) -> tuple[torch.optim.AdamW,
 
 def training_flops_per_token(model: GPTConfig, variant: str, seq_len: int) -> int:
     """Forward + backward ≈ 3 × forward FLOPs per token (lesson 04's accounting; causal attention counts T/2 keys)."""
-    base = dataclasses.replace(model, attention="baseline", lambda_init=None,
+    base = dataclasses.replace(model, attention="baseline", lambda_init=None, head_scale=None, subln_gain=1.0,
                                n_head=model.n_head // 2 if variant == "baseline_2h" else model.n_head)
     config = accounting.ModelConfig(hidden=base.d_model, heads=base.n_head, head_dim=base.head_dim,
                                     layers=base.n_layer, kv_heads=base.n_kv_head, ffn=base.ffn_hidden,
@@ -138,21 +139,26 @@ def all_reduce_sum(value: Tensor, d: Dist) -> Tensor:
 
 
 @torch.no_grad()
-def evaluate(model: GPT, inputs: Tensor, targets: Tensor, micro_batch: int, autocast) -> dict[str, Any]:
+def evaluate(model: GPT, inputs: Tensor, targets: Tensor, micro_batch: int, autocast,
+             items: Sequence[retrieval.Example] | None = None) -> dict[str, Any]:
     """Validation loss (mean over counted targets), and the λ each DIFF layer applied: V1's scalar λ per layer,
-    V2's σ(λ_t) averaged over heads and validation tokens per layer."""
+    V2's σ(λ_t) averaged over heads and validation tokens per layer. With the retrieval examples behind the inputs
+    (`items`), also their exact-match accuracy and which queries were answered ("1"/"0" per asked key, in order), so
+    that a learning curve can be tested against the examples' null models (diffattn.data.nulls)."""
     model.eval()
     sigmas: list[list[float]] = [[] for _ in model.blocks]
     hooks = [block.attn.lambda_proj.register_forward_hook(
         lambda _m, _i, out, i=i: sigmas[i].append(torch.sigmoid(out.float()).mean().item()))
         for i, block in enumerate(model.blocks) if hasattr(block.attn, "lambda_proj")]
-    total, count = 0.0, 0
+    total, count, flags = 0.0, 0, []
     try:
         for start in range(0, len(inputs), micro_batch):
             x = inputs[start:start + micro_batch]
             y = targets[start:start + micro_batch]
             with autocast():
                 logits = model(x)
+            if items is not None:
+                flags += retrieval.answered(logits, items[start:start + micro_batch])
             total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE_INDEX,
                                      reduction="sum").item()
             count += int((y != IGNORE_INDEX).sum())
@@ -161,6 +167,9 @@ def evaluate(model: GPT, inputs: Tensor, targets: Tensor, micro_batch: int, auto
             hook.remove()
     model.train()
     out: dict[str, Any] = {"val_loss": total / count}
+    if items is not None:
+        out["val_accuracy"] = sum(flags) / len(flags)
+        out["val_answered"] = "".join("1" if f else "0" for f in flags)
     if model.config.attention == "diff_v1":
         out["lambda"] = [block.attn.lambda_full().item() for block in model.blocks]
     if hooks:
@@ -237,6 +246,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     step_model: nn.Module = torch.compile(model) if c.compile else model
     if d.distributed:
         step_model = nn.parallel.DistributedDataParallel(step_model)
+    val_items = task.validation_examples(c.eval_sequences, c.seq_len) if c.task != "text" else None
     val_x, val_y = task.validation(c.eval_sequences, c.seq_len)
     val_x, val_y = val_x.to(device), val_y.to(device)
     micro = c.batch_size // (d.world * c.grad_accum)  # rows per rank per micro-step
@@ -288,7 +298,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
                           "train_loss": update["train_loss"], "grad_norm": update["grad_norm"], "time_s": train_time,
                           "tokens_per_s": tokens_per_step / elapsed, "flops_per_token": flops_per_token}
                 if d.main and (step % c.eval_every == 0 or step == c.steps or step == 1):
-                    record.update(evaluate(model, val_x, val_y, micro, autocast))
+                    record.update(evaluate(model, val_x, val_y, micro, autocast, val_items))
                 if d.main:
                     log.write(json.dumps(record) + "\n")
                     log.flush()
@@ -318,7 +328,8 @@ def configs_from_args(args) -> tuple[GPTConfig, TrainConfig]:
     overrides = dict(task=args.task, data=args.data, seed=args.seed, steps=args.steps, batch_size=args.batch_size,
                      grad_accum=args.grad_accum, seq_len=args.seq_len, lr=args.lr, device=args.device,
                      eval_every=args.eval_every, checkpoint_every=args.checkpoint_every,
-                     compile=args.compile)
+                     compile=args.compile, warmup_steps=args.warmup_steps,
+                     task_options=parse_task_options(args.task_option) if args.task_option else None)
     if args.device == "cpu":
         overrides["bf16"] = False
     return build_configs(args.preset, args.variant, lambda_init=args.lambda_init, **overrides)

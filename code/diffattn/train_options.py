@@ -17,6 +17,10 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default=None, help=f"{', '.join(TASKS)} (default: text)")
     parser.add_argument("--data", default=None, help="a UTF-8 text file or folder for the text task "
                                                      "(default: the built-in Shakespeare corpus)")
+    parser.add_argument("--task-option", action="append", default=None, metavar="KEY=N",
+                        help="a retrieval task's option, repeatable: e.g. --task-option value_len=3 "
+                             "(needles: n_needles n_queries key_len value_len; mqar: n_pairs n_queries; "
+                             "rebind: n_keys n_rebinds n_queries)")
     parser.add_argument("--lambda-init", type=float, default=None,
                         help="diff_v1 only: this constant λ_init in (0, 1) in every layer (default: the depth schedule)")
     parser.add_argument("--out", type=Path, default=None,
@@ -29,6 +33,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grad-accum", type=int, default=None, help="micro-steps per optimizer step")
     parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (≤ the model's max_seq_len)")
     parser.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    parser.add_argument("--warmup-steps", type=int, default=None, help="steps of linear warmup")
     parser.add_argument("--eval-every", type=int, default=None, help="steps between validation passes")
     parser.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints")
     parser.add_argument("--device", default=None, help="cpu or cuda (CPU presets stay on CPU unless this says so)")
@@ -47,6 +52,18 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                         help="instead: DIFF V1's λ_init ablation (lesson 11, the paper's Table 6), e.g. "
                              "schedule,0.8,0.5: one run per setting and seed; default --out "
                              "outputs/compare/<preset>-<task>-lambda-init/")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep a run whose folder already holds it finished (same config) instead of retraining")
     parser.add_argument("--overhead", action="store_true",
                         help="instead: time the trainer's step against a bare loop on the same model (baseline)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="runs trained at once, one process and one torch thread each (default 1; 2 on 2 cores)")
+    parser.add_argument("--groups", default=None,
+                        help="comma-separated among text, init, alternatives, retrieval, suite (default: all)")
+    parser.add_argument("--summary-only", action="store_true", help="train nothing: summarise the runs there are")
+    parser.add_argument("--note", default=None, help="a remark stored with the machine, e.g. 'shared with other jobs'")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

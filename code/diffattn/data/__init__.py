@@ -3,6 +3,7 @@
     text      English text (diffattn.data.text): every target counts
     needles   multi-needle key→value retrieval (diffattn.data.retrieval, lesson 09): only the answer bytes count
     mqar      multi-query associative recall (diffattn.data.retrieval): only the answer bytes count
+    rebind    associative recall in which keys are rebound and only the latest binding answers (lesson 09)
 
 A task gives `batch(batch_size, seq_len, generator)` → (inputs, targets), each LongTensor (B, T), targets −100
 (ignored by the loss) where nothing is asked, and a fixed validation set `validation(count, seq_len)`. Nothing is
@@ -46,7 +47,12 @@ class RetrievalTask:
         return retrieval.task_batch(self.name, batch_size, seq_len, generator, **self.options)
 
     def validation(self, count: int, seq_len: int) -> tuple[Tensor, Tensor]:
-        return self.batch(count, seq_len, torch.Generator().manual_seed(VALIDATION_SEED))
+        return retrieval.collate(self.validation_examples(count, seq_len))
+
+    def validation_examples(self, count: int, seq_len: int) -> list[retrieval.Example]:
+        """The validation set as examples (with their queries and records), for accuracy and its null models."""
+        return retrieval.examples(self.name, count, seq_len, torch.Generator().manual_seed(VALIDATION_SEED),
+                                  **self.options)
 
 
 def make_task(name: str, seq_len: int, data: str | Path | None = None,

@@ -18,6 +18,14 @@ mqar      multi-query associative recall (Zoology's MQAR): P pairs `Kv` (key: up
 
               AbCdEfGh ………………………… |EfAb
 
+rebind    associative recall where keys are bound more than once and only the latest binding answers: K keys, B of
+          them bound a second time to a different value, the K + B pairs `Kv` in a random order, padding, then `|`
+          and R queries, all of rebound keys. The earlier binding shares the asked key, so it is the kind of
+          in-context noise differential attention claims to cancel: a model that finds the key but not the latest
+          binding scores 1/2 (`diffattn.eval.nulls`).
+
+              AbCdAxEf ………………………… |Ax                           (A was bound to b, then to x: the answer is x)
+
 Targets are −100 (PyTorch's ignore_index) everywhere except on the answer tokens: the R values. Exact match means every
 answer token is the argmax of its row; with teacher forcing that equals greedy decoding of the answer.
 """
@@ -25,7 +33,7 @@ answer token is the argmax of its row; with teacher forcing that equals greedy d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
@@ -33,6 +41,9 @@ from torch import Tensor
 from diffattn.errors import ConfigError, require
 
 IGNORE = -100
+# A value byte counts as answered when it is the argmax of its row by at least this margin over the runner-up: with
+# teacher forcing that is greedy decoding, and a kernel that moves logits by 1e-6 cannot flip a decision 1e-3 clear.
+MARGIN = 1e-3
 UPPER = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 LOWER = b"abcdefghijklmnopqrstuvwxyz"
 DIGITS = b"0123456789"
@@ -53,12 +64,22 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Record:
+    """One key→value binding in the context, in the order the context holds them."""
+
+    key: bytes
+    value: bytes
+    span: tuple[int, int]
+
+
+@dataclass(frozen=True)
 class Example:
     tokens: tuple[int, ...]  # seq_len + 1 bytes
     queries: tuple[Query, ...]
     distractors: tuple[tuple[int, int], ...]  # spans of records nobody asks about
     context_end: int  # inputs [0, context_end) are the haystack with its records; the queries follow
     depth: float | None = None
+    records: tuple[Record, ...] = ()  # every binding in the context, in order (what the null models copy from)
 
     @property
     def inputs(self) -> list[int]:
@@ -167,7 +188,8 @@ def needle_example(generator: torch.Generator, seq_len: int, n_needles: int | No
         queries.append(Query(keys[i], values[i], spans[i], (first, first + value_len)))
     assert len(tokens) == seq_len + 1
     distractors = tuple(spans[i] for i in range(n_queries, n_needles))
-    return Example(tuple(tokens), tuple(queries), distractors, context_end, depth)
+    records = tuple(Record(keys[i], values[i], spans[i]) for i in order)
+    return Example(tuple(tokens), tuple(queries), distractors, context_end, depth, records)
 
 
 def mqar_example(generator: torch.Generator, seq_len: int, n_pairs: int = 8, n_queries: int = 4) -> Example:
@@ -192,10 +214,51 @@ def mqar_example(generator: torch.Generator, seq_len: int, n_pairs: int = 8, n_q
         tokens += bytes([keys[i], values[i]])
         queries.append(Query(bytes([keys[i]]), bytes([values[i]]), (2 * i, 2 * i + 2), (len(tokens) - 2, len(tokens) - 1)))
     distractors = tuple((2 * i, 2 * i + 2) for i in range(n_pairs) if i not in asked)
-    return Example(tuple(tokens), tuple(queries), distractors, context_end)
+    records = tuple(Record(bytes([k]), bytes([v]), (2 * i, 2 * i + 2)) for i, (k, v) in enumerate(zip(keys, values)))
+    return Example(tuple(tokens), tuple(queries), distractors, context_end, None, records)
 
 
-BUILDERS = {"needles": needle_example, "mqar": mqar_example}
+def rebind_example(generator: torch.Generator, seq_len: int, n_keys: int = 8, n_rebinds: int = 4,
+                   n_queries: int = 2) -> Example:
+    """One rebinding example: n_keys keys, n_rebinds of them bound twice (the second value differs from the first),
+    the bindings in a random order, padding, then n_queries of the rebound keys with their latest values."""
+    g = generator
+    require(1 <= n_keys <= len(UPPER), f"need 1 <= n_keys <= {len(UPPER)} (got {n_keys})")
+    require(1 <= n_rebinds <= n_keys, f"need 1 <= n_rebinds <= n_keys (got {n_rebinds}, {n_keys})")
+    require(1 <= n_queries <= n_rebinds, f"every query asks a rebound key: need 1 <= n_queries <= n_rebinds "
+                                         f"(got {n_queries}, {n_rebinds})")
+    used = 2 * (n_keys + n_rebinds) + 1 + 2 * n_queries
+    require(seq_len + 1 >= used, f"seq_len {seq_len} is too short for {n_keys} keys, {n_rebinds} rebindings and "
+                                 f"{n_queries} queries (needs >= {used - 1})")
+    keys = [UPPER[i] for i in torch.randperm(len(UPPER), generator=g)[:n_keys].tolist()]
+    rebound = torch.randperm(n_keys, generator=g)[:n_rebinds].tolist()
+    events = list(range(n_keys)) + rebound  # one event per binding, named by its key's index
+    events = [events[i] for i in torch.randperm(len(events), generator=g).tolist()]
+    latest: dict[int, int] = {}
+    tokens, records = bytearray(), []
+    for k in events:
+        value = LOWER[_randint(g, 0, len(LOWER))]
+        while k in latest and value == latest[k]:  # a rebinding always changes the value
+            value = LOWER[_randint(g, 0, len(LOWER))]
+        latest[k] = value
+        records.append(Record(bytes([keys[k]]), bytes([value]), (len(tokens), len(tokens) + 2)))
+        tokens += bytes([keys[k], value])
+    tokens += bytes([PAD]) * (seq_len + 1 - used)
+    context_end = len(tokens)
+    tokens += bytes([BAR])
+    queries = []
+    for i in torch.randperm(n_rebinds, generator=g)[:n_queries].tolist():
+        k = rebound[i]
+        answer = next(r for r in reversed(records) if r.key == bytes([keys[k]]))
+        tokens += bytes([keys[k], latest[k]])
+        queries.append(Query(answer.key, answer.value, answer.span, (len(tokens) - 2, len(tokens) - 1)))
+    asked = {q.record for q in queries}
+    distractors = tuple(r.span for r in records if r.span not in asked)
+    assert len(tokens) == seq_len + 1
+    return Example(tuple(tokens), tuple(queries), distractors, context_end, None, tuple(records))
+
+
+BUILDERS = {"needles": needle_example, "mqar": mqar_example, "rebind": rebind_example}
 TASKS = tuple(BUILDERS)
 
 
@@ -213,6 +276,20 @@ def collate(batch: list[Example]) -> tuple[Tensor, Tensor]:
     """(inputs, targets), each LongTensor (B, T)."""
     return (torch.tensor([e.inputs for e in batch], dtype=torch.long),
             torch.tensor([e.targets for e in batch], dtype=torch.long))
+
+
+def answered(logits: Tensor, batch: Sequence[Example]) -> list[bool]:
+    """One bool per asked key of each example: all its value bytes win by ≥ MARGIN. logits (B, T, vocab)."""
+    values, indices = (t.cpu() for t in logits.float().topk(2, dim=-1))  # (B, T, 2) each
+    out = []
+    for row, e in enumerate(batch):
+        for q in e.queries:
+            ok = True
+            for p in range(*q.answer):
+                target = e.tokens[p + 1]
+                ok &= int(indices[row, p, 0]) == target and float(values[row, p, 0] - values[row, p, 1]) >= MARGIN
+            out.append(ok)
+    return out
 
 
 def task_batch(task: str, batch_size: int, seq_len: int, generator: torch.Generator,

@@ -1,6 +1,7 @@
 """`python -m diffattn eval KIND --ckpt DIR [--json PATH]`: one evaluation of lessons 09-11 on one checkpoint.
 
-    retrieval     multi-needle accuracy per (N, R), context length and depth, with Wilson 95% intervals
+    retrieval     multi-needle accuracy per (N, R), context length and depth, with 95% intervals clustered by
+                  example and the null models beside each (diffattn.data.nulls)
     allocation    shares of |effective attention| on the answer record and on the haystack, per layer and head
     outliers      top-1 and median |attention logit| and |hidden state| per layer, on the checkpoint's validation data
     quantize      retrieval accuracy (and validation loss) with attention logits quantized to each --bits width
@@ -98,10 +99,9 @@ def sweep(model, values, mode: str, length: int, samples: int, seed: int) -> dic
                      n_needles=4, n_queries=2)
 
     def measure(m) -> dict:
-        result = retrieval.run_batches(m, items)
+        result = retrieval.summarise(retrieval.run_batches(m, items))
         share = allocation.shares(m, items[:samples])["answer"].mean(0)  # (layers, heads)
-        return {**retrieval.summarise(result["answered"], result["asked"]), "answer_loss": result["answer_loss"],
-                "answer_share_best_head": share[-1].max().item()}
+        return {**result, "answer_share_best_head": share[-1].max().item()}
 
     table = lambda_sweep.sweep_table(model, values, mode, measure)
     table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, to_model(model, collate(items[:samples])[0]))
@@ -112,8 +112,7 @@ def summary(kind: str, results: dict) -> str:
     """A few readable lines; --json has everything."""
     if kind in ("retrieval", "quantize"):
         rows = results["layouts"] if kind == "retrieval" else {k: v for k, v in results.items()}
-        return "\n".join(f"  {name:<12} accuracy {r['accuracy']:.3f}  95% CI [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
-                         f"  ({r['answered']}/{r['asked']})" for name, r in rows.items())
+        return "\n".join(f"  {name:<12} {accuracy_line(r)}" for name, r in rows.items())
     if kind == "allocation":
         b = results["best_head"]
         return (f"  layer {b['layer']} head {b['head']}: answer share {b['answer']:.3f}, haystack share "
@@ -124,20 +123,25 @@ def summary(kind: str, results: dict) -> str:
         return "\n".join(f"  layer {i}: |logit| top-1 {lg['top1']:.2f} median {lg['median']:.3f};  |hidden| top-1 "
                          f"{h['top1']:.2f} median {h['median']:.3f}"
                          for i, (lg, h) in enumerate(zip(results["logits"], results["hidden"])))
-    return "\n".join(f"  {'trained' if r['value'] is None else r['value']!s:<8} accuracy {r['accuracy']:.3f}  "
+    return "\n".join(f"  {'trained' if r['value'] is None else r['value']!s:<8} {accuracy_line(r)}  "
                      f"answer loss {r['answer_loss']:.3f}  answer share {r['answer_share_best_head']:.3f}"
                      for r in results["rows"])
+
+
+def accuracy_line(r: dict) -> str:
+    """'accuracy 0.420 [0.380, 0.460] (147/350); null 0.470 (copy_any): − null −0.050 [−0.090, −0.010]'."""
+    test = r["vs_null"]
+    return (f"accuracy {r['accuracy']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] ({r['answered']}/{r['asked']}); "
+            f"null {r['null_best']:.3f} ({r['null_rule']}): − null {test['difference']:+.3f} "
+            f"[{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}]" + ("  retrieves" if test["above"] else ""))
 
 
 MANY_NEEDLES = ("N4R2", "N6R2")  # the paper's hard end of Table 2: 4 and 6 needles, 2 keys asked
 
 
 def many_needles(table: dict) -> dict:
-    """Accuracy with a Wilson interval over every key asked in the 4- and 6-needle layouts together."""
-    from diffattn.eval.retrieval import summarise
-
-    rows = [table["layouts"][name] for name in MANY_NEEDLES]
-    return summarise(sum(r["answered"] for r in rows), sum(r["asked"] for r in rows))
+    """Accuracy over every key asked in the 4- and 6-needle layouts together, with its null (table2 keeps them)."""
+    return table["many_needles"]
 
 
 def suite(args: argparse.Namespace) -> int:

@@ -6,50 +6,29 @@ answered when every byte of its value is the argmax of its row **by a margin of 
 with teacher forcing that is exactly greedy decoding, and the margin keeps the count the same on every CPU (a kernel
 that moves logits by 1e-6 cannot flip a decision that is 1e-3 clear; see numberkinds.py).
 
-Accuracy = answered queries / asked queries, with a Wilson 95% interval (binomial, so it is the sampling error of
-the examples we drew, not of training seeds).
+Accuracy = answered queries / asked queries, with a 95% bootstrap interval that resamples whole examples (the two
+keys asked of one haystack are not independent draws, so a binomial interval over keys would be too narrow); it is
+the sampling error of the examples we drew, not of training seeds. Beside it stand the null models of
+`diffattn.data.nulls` on the same queries, and the paired test of the accuracy against the best key-free one.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 
-from diffattn.data.retrieval import TABLE2, Example, collate, examples as draw
+from diffattn.data import nulls
+from diffattn.data.retrieval import MARGIN, TABLE2, Example, answered, collate, examples as draw
 from diffattn.errors import require
 from diffattn.eval.probe import Probe, Quantizer, to_model
 from diffattn.progress import Progress
+from diffattn.stats import clustered_difference
 
-MARGIN = 1e-3
+MANY = 4  # "many needles": N >= 4
+__all__ = ["MARGIN", "answered"]  # the scoring rule lives with the tasks (the trainer scores with it too)
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
-Z95 = 1.959963984540054
-
-
-def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def answered(logits: Tensor, batch: Sequence[Example]) -> list[bool]:
-    """One bool per asked key of each example: all its value bytes win by ≥ MARGIN. logits (B, T, vocab)."""
-    values, indices = (t.cpu() for t in logits.float().topk(2, dim=-1))  # (B, T, 2) each
-    out = []
-    for row, e in enumerate(batch):
-        for q in e.queries:
-            ok = True
-            for p in range(*q.answer):
-                target = e.tokens[p + 1]
-                ok &= int(indices[row, p, 0]) == target and float(values[row, p, 0] - values[row, p, 1]) >= MARGIN
-            out.append(ok)
-    return out
 
 
 def answer_loss(logits: Tensor, targets: Tensor) -> tuple[float, int]:
@@ -61,7 +40,8 @@ def answer_loss(logits: Tensor, targets: Tensor) -> tuple[float, int]:
 
 def run_batches(model: nn.Module, items: Sequence[Example], batch_size: int = 32,
                 quantizer: Quantizer | None = None) -> dict:
-    """Answered flags for every asked key, and the mean answer loss, over `items`."""
+    """Over `items`: the answered flag of every asked key, its example (cluster), every null rule's probability of
+    answering it (diffattn.data.nulls), and the mean answer loss."""
     flags, loss, count = [], 0.0, 0
     for start in range(0, len(items), batch_size):
         batch = items[start:start + batch_size]
@@ -75,12 +55,37 @@ def run_batches(model: nn.Module, items: Sequence[Example], batch_size: int = 32
         flags += answered(logits, batch)
         s, n = answer_loss(logits, targets)
         loss, count = loss + s, count + n
-    return {"answered": sum(flags), "asked": len(flags), "answer_loss": loss / count}
+    return {"flags": flags, "clusters": nulls.clusters(items), "nulls": nulls.query_nulls(items),
+            "answered": sum(flags), "asked": len(flags), "answer_loss": loss / count}
 
 
-def summarise(answered_: int, asked: int) -> dict:
-    low, high = wilson(answered_, asked)
-    return {"answered": answered_, "asked": asked, "accuracy": answered_ / asked, "ci95": [low, high]}
+def pooled(runs: Sequence[dict]) -> dict:
+    """run_batches results over disjoint example sets, as one (cluster ids kept apart)."""
+    out = {"flags": [], "clusters": [], "nulls": {rule: [] for rule in nulls.RULES}, "answer_loss_sum": 0.0}
+    for i, r in enumerate(runs):
+        out["flags"] += r["flags"]
+        out["clusters"] += [(i, c) for c in r["clusters"]]
+        for rule in nulls.RULES:
+            out["nulls"][rule] += r["nulls"][rule]
+        out["answer_loss_sum"] += r["answer_loss"] * r["asked"]
+    return {**out, "answered": sum(out["flags"]), "asked": len(out["flags"]),
+            "answer_loss": out.pop("answer_loss_sum") / max(1, len(out["flags"]))}
+
+
+def summarise(result: dict) -> dict:
+    """Accuracy with a 95% interval clustered by example, beside the null rules' scores on the same queries and the
+    paired test against the best key-free one (`vs_null`: accuracy − null, clustered bootstrap interval)."""
+    flags, clusters = [float(f) for f in result["flags"]], result["clusters"]
+    accuracy = clustered_difference(flags, [0.0] * len(flags), clusters)
+    best = nulls.best_key_free(result["nulls"])
+    ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
+    null = {rule: sum(p) / len(p) for rule, p in result["nulls"].items()}
+    return {"answered": result["answered"], "asked": result["asked"], "accuracy": accuracy["difference"],
+            "ci95": accuracy["ci95"], "examples": accuracy["clusters"], "answer_loss": result["answer_loss"],
+            "null": null, "null_rule": best, "null_best": null[best],
+            "vs_null": clustered_difference(flags, result["nulls"][best], clusters),
+            "answered_flags": "".join("1" if f else "0" for f in result["flags"]),
+            "query_examples": [ids[c] for c in clusters]}
 
 
 def check_lengths(model: nn.Module, lengths: Iterable[int]) -> None:
@@ -108,15 +113,44 @@ def table2(model: nn.Module, lengths: Sequence[int], samples: int = 20, seed: in
             bar.advance()
 
     def total(select) -> dict:
-        chosen = [v for k, v in per_cell.items() if select(*k)]
-        out = summarise(sum(c["answered"] for c in chosen), sum(c["asked"] for c in chosen))
-        out["answer_loss"] = sum(c["answer_loss"] * c["asked"] for c in chosen) / sum(c["asked"] for c in chosen)
-        return out
+        return summarise(pooled([v for k, v in per_cell.items() if select(*k)]))
 
-    return {
+    out = {
         "overall": total(lambda *_: True),
         "layouts": {f"N{n}R{r}": total(lambda a, b, *_: (a, b) == (n, r)) for n, r in layouts},
         "lengths": {str(t): total(lambda a, b, tt, d: tt == t) for t in lengths},
         "depths": {f"{d:.2f}": total(lambda a, b, tt, dd: dd == d) for d in depths},
         "samples_per_cell": samples,
     }
+    if any(n >= MANY for n, _ in layouts):  # the hard end of Table 2: 4 and 6 needles, 2 keys asked
+        out["many_needles"] = total(lambda a, *_: a >= MANY)
+    return out
+
+
+def rows(table: dict) -> dict[str, dict]:
+    """Every summarised row of a table2 result by a flat name: overall, many_needles, layouts.N4R2, depths.0.50, …"""
+    out = {k: table[k] for k in ("overall", "many_needles") if k in table}
+    for group in ("layouts", "lengths", "depths"):
+        out |= {f"{group}.{k}": v for k, v in table[group].items()}
+    return out
+
+
+def paired(a: dict, b: dict) -> dict[str, dict]:
+    """a − b on every row of two table2 results over the same examples (same seed, lengths, layouts): the paired
+    difference of accuracies, with a bootstrap interval clustered by example."""
+    out = {}
+    for name, ra in rows(a).items():
+        rb = rows(b)[name]
+        require(ra["query_examples"] == rb["query_examples"], f"paired needs the same examples ({name} differs)")
+        out[name] = clustered_difference([float(c == "1") for c in ra["answered_flags"]],
+                                         [float(c == "1") for c in rb["answered_flags"]], ra["query_examples"])
+    return out
+
+
+def without_flags(tree):
+    """`tree` minus the per-query flags and example ids (kept in eval JSON files, too long for numbers.json)."""
+    if isinstance(tree, dict):
+        return {k: without_flags(v) for k, v in tree.items() if k not in ("answered_flags", "query_examples")}
+    if isinstance(tree, list):
+        return [without_flags(v) for v in tree]
+    return tree

@@ -4,6 +4,7 @@
                       scripts/gpu_check.sh): summary.json and <variant>/<kind>.json of the seed-0 checkpoints
     lambda_init()     outputs/compare/<preset>-text-lambda-init/summary.json: lesson 11's λ_init ablation
     compare()         outputs/compare/<preset>-text/summary.json: lesson 08's comparison
+    study()           outputs/study/summary.json: lessons 08-11's CPU study (`python -m diffattn study`)
 
 Both return {} when the files are not there yet (a fresh clone that has not run `make train-small`), so a lesson
 prints what it has.
@@ -49,6 +50,10 @@ def lambda_init(preset: str = "cpu-small") -> dict:
 def compare(preset: str) -> dict:
     """Lesson 08's committed comparison on text: outputs/compare/<preset>-text/summary.json."""
     return _read(outputs_dir() / "compare" / f"{preset}-text" / "summary.json")
+
+
+def study() -> dict:
+    return _read(outputs_dir() / "study" / "summary.json")
 
 
 def machine_line(machine: dict) -> str:

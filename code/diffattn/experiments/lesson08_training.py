@@ -25,6 +25,7 @@ from diffattn import compare, shipped
 from diffattn.config import PRESETS, matched_configs
 from diffattn.cpu import one_thread
 from diffattn.data import text
+from diffattn.eval import saved, study_report
 from diffattn.model import GPT, parameter_breakdown
 from diffattn.names import LABELS
 from diffattn.numberkinds import Stable
@@ -93,6 +94,7 @@ def measured() -> dict:
             continue
         s = json.loads(path.read_text())
         found[name] = {"seeds": len(s["seeds"]), "tokens": s["tokens"], "wall_s": s["wall_s"], "machine": s["machine"],
+                       "wall_is_sum_of_runs": s.get("wall_is_sum_of_runs", False),
                        "variants": {v: {k: r[k] for k in ("val_loss_mean", "val_loss_std", "tokens_per_s")}
                                     | {"val_loss": [run["val_loss"] for run in r["runs"]],
                                        "wall_s": [run["wall_s"] for run in r["runs"]]}
@@ -126,6 +128,9 @@ def run(progress: bool = True) -> dict:
     results["presets"] = preset_table()
     results["measured"] = measured()
     results["shipped"] = shipped_summary
+    found = saved.study()
+    results["study"] = {k: found[k] for k in ("text", "init", "alternatives", "training", "wall_s", "runs", "train_s")
+                        if k in found}
     return results
 
 
@@ -168,8 +173,29 @@ def report(results: dict) -> str:
                   row("  std over seeds", [f"{r['val_loss_std']:.3f}" for r in m["variants"].values()]),
                   row("  − baseline", [f"{g:+.3f}" if v != "baseline" else "–" for v, g in m["gaps"].items()]),
                   row("tokens/s", [f"{r['tokens_per_s']:,.0f}" for r in m["variants"].values()]),
-                  f"  all {len(m['variants'])} variants × {m['seeds']} seeds: {m['wall_s']:.0f} s of wall time"]
+                  f"  all {len(m['variants'])} variants × {m['seeds']} seeds: {m['wall_s']:.0f} s "
+                  + ("of training, summed over the runs (trained by `study`, two at a time)" if m["wall_is_sum_of_runs"]
+                     else "of wall time")]
+    if results.get("study"):
+        lines += ["", "the CPU study (outputs/study/, `make train-small`):"] + study_lines(results["study"])
     return "\n".join(lines)
+
+
+def study_lines(s: dict) -> list[str]:
+    """Lesson 08's parts of the study: the comparison with t intervals and its gap over time, V1's 2×2, the branch RMS
+    at initialisation and the other initialisations (diffattn.eval.study_report)."""
+    lines = []
+    for key, make in (("text", study_report.text_lines), ("init", study_report.init_lines),
+                      ("alternatives", study_report.alternative_lines)):
+        if key in s:
+            lines += make(s[key]) + [""]
+    for t in s["training"]["passes"] if s.get("training") else []:
+        lines.append(f"  a training pass: {t['runs_trained']} runs in {t['wall_s']:.0f} s of wall time, {t['jobs']} at a "
+                     f"time ({t['machine']['cpu']}, {t['machine']['cores']} cores, {t['machine']['date']}"
+                     + (f"; {t['machine']['note']}" if "note" in t["machine"] else "") + ")")
+    if s.get("wall_s"):
+        lines.append(f"  the whole study: {s['runs']} runs, {s['wall_s']:.0f} s of wall time")
+    return lines
 
 
 def shipped_lines(s: dict) -> list[str]:

@@ -1,12 +1,16 @@
 """Lesson 09: multi-needle retrieval and attention allocation on the cpu-tiny `needles` checkpoints.
 
   retrieval   accuracy per (N needles, R asked keys) as in the paper's Table 2, per context length and needle depth,
-              with Wilson 95% intervals (diffattn.eval.retrieval); every variant sees the same examples
+              with 95% intervals clustered by example, the null models on the same queries (diffattn.data.nulls)
+              and the paired test against the best key-free one; every variant sees the same examples, so each
+              DIFF variant − the baseline is a paired difference too
   allocation  share of |effective attention| on the answer record vs the haystack at the query's `=` row
               (diffattn.eval.allocation), per layer, and for the last layer's most answer-focused head by depth
   example     one example's effective map per variant, for the heatmaps
   measured    the committed `eval suite` results of larger presets (outputs/eval/cpu-small/, `make train-small`),
               read back with diffattn.eval.saved: seed 0's tables and every seed's 4-6-needle accuracy
+  study       the low-floor tasks of the CPU study (outputs/study/summary.json, `make train-small`): multi-byte
+              needles and `rebind`, with learning curves against their nulls
 
 The checkpoints ship with the course (`diffattn.shipped`, outputs/models/cpu-tiny/needles/: lesson 08's trainer, seed
 0), so every machine evaluates the same weights. Everything runs on one CPU thread.
@@ -14,7 +18,6 @@ The checkpoints ship with the course (`diffattn.shipped`, outputs/models/cpu-tin
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from diffattn import shipped
@@ -23,7 +26,7 @@ from diffattn.cpu import one_thread
 from diffattn.eval import allocation, retrieval, saved
 from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
-from diffattn.stats import mean_std
+from diffattn.stats import t_interval
 
 REQUIRES = ("torch", "tqdm", "safetensors")  # third-party packages (diffattn.experiments reads this without importing)
 TITLE = "Multi-needle retrieval and attention allocation"
@@ -55,69 +58,89 @@ def checkpoints() -> dict[str, Path]:
 def run(progress: bool = True) -> dict:
     dirs = checkpoints()
     out = {"preset": PRESET, "task": TASK, "samples_per_cell": SAMPLES, "variants": {}}
+    tables = {}
     with one_thread():
         for variant, directory in dirs.items():
             model, config = load_model(directory)
             lengths = sorted({model.config.max_seq_len // 2, model.config.max_seq_len})
             alloc = allocation.allocation(model, model.config.max_seq_len, ALLOCATION_SAMPLES)
+            tables[variant] = retrieval.table2(model, lengths, SAMPLES, progress=progress)
             out["variants"][variant] = {
                 "val_loss": read_metrics(directory)[-1]["val_loss"],
-                "retrieval": retrieval.table2(model, lengths, SAMPLES, progress=progress),
+                "retrieval": tables[variant],
                 "allocation": {"length": alloc["length"], "layer_mean": alloc["layer_mean"],
                                "best_head": alloc["best_head"]},
             }
             out["lengths"] = lengths
+    for variant in VARIANTS[1:]:  # every variant saw the same examples: paired per query, clustered by example
+        out["variants"][variant]["vs_baseline"] = retrieval.paired(tables[variant], tables["baseline"])
     out["measured"] = measured()
-    return out
+    out["study"] = saved.study().get("retrieval", {})
+    return retrieval.without_flags(out)
 
 
 def measured() -> dict:
     """The committed `eval suite` results (cpu-small, GPU) in this lesson's layout, plus the 4-6-needle accuracy of
-    every training seed; {} for presets not yet run."""
+    every training seed with its null; {} for presets not yet run."""
     found = {}
     for preset, s in saved.suites().items():
         summary = s["summary"]
+        tables = {variant: [s["variants"][variant]["retrieval"], *s["seeds"][variant]] for variant in summary["variants"]}
         v = {variant: {"val_loss": r["runs"][0]["val_loss"], "retrieval": s["variants"][variant]["retrieval"],
                        "allocation": {k: s["variants"][variant]["allocation"][k]
                                       for k in ("length", "layer_mean", "best_head")},
-                       "many_needles": [run["many_needles"] for run in r["runs"]],
-                       "many_needles_mean": r["many_needles_mean"], "many_needles_std": r["many_needles_std"],
-                       "overall": [run["overall"] for run in r["runs"]],
-                       "overall_mean": statistics.fmean(run["overall"]["accuracy"] for run in r["runs"]),
-                       "answer_loss": [run["val_loss"] for run in r["runs"]],
-                       "one_needle": [t["layouts"]["N1R1"] for t in [s["variants"][variant]["retrieval"],
-                                                                    *s["seeds"][variant]]]}
+                       "many_needles": [t["many_needles"] for t in tables[variant]],
+                       "overall": [t["overall"] for t in tables[variant]],
+                       "one_needle": [t["layouts"]["N1R1"] for t in tables[variant]],
+                       "answer_loss": [run["val_loss"] for run in r["runs"]]}
              for variant, r in summary["variants"].items()}
-        for r in v.values():  # DIFF minus baseline, seed by seed: same data order, different initial weights
-            gaps = [a["accuracy"] - b["accuracy"] for a, b in zip(r["many_needles"], v["baseline"]["many_needles"])]
-            mean, std = mean_std(gaps)
-            r["many_needles_gap"] = {"per_seed": gaps, "mean": mean, "std": std}
+        for variant, r in v.items():
+            r["many_needles_t"] = t_interval(x["accuracy"] for x in r["many_needles"])
+            if variant != "baseline":  # the same examples for every seed and variant: paired within each seed
+                r["vs_baseline"] = [retrieval.paired(a, b)["many_needles"]
+                                    for a, b in zip(tables[variant], tables["baseline"])]
+                r["many_needles_gap"] = t_interval(a["accuracy"] - b["accuracy"] for a, b in
+                                                   zip(r["many_needles"], v["baseline"]["many_needles"]))
         found[preset] = {"machine": saved.machine_line(summary["machine"]), "seeds": summary["seeds"],
                          "samples_per_cell": summary["samples_per_cell"], "variants": v}
     return found
 
 
 def row(label: str, cells) -> str:
-    return f"  {label:<24}" + "".join(f"{cell:>22}" for cell in cells)
+    return f"  {label:<24}" + "".join(f"{cell:>26}" for cell in cells)
 
 
 def interval(r: dict) -> str:
-    return f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+    """'0.38 [0.34, 0.41] / 0.55': accuracy, its interval clustered by example, the best key-free null."""
+    return f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / {r['null_best']:.2f}"
+
+
+def signed(r: dict) -> str:
+    """'+0.09 [+0.05, +0.12]' from a paired test (clustered_difference or t_interval)."""
+    value = r.get("difference", r.get("mean"))
+    return f"{value:+.2f} [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" if r.get("ci95") else f"{value:+.2f}"
 
 
 def tables(v: dict) -> list[str]:
-    """Retrieval per layout, length and depth, then the attention shares, one column per variant."""
+    """Retrieval per layout, length and depth (accuracy [95%] / null), − null, − baseline, then attention shares."""
     names = list(v)
     first = v[names[0]]["retrieval"]
-    lines = [row("", [LABELS[n] for n in names]),
-             row("answer loss at the end", [f"{v[n]['val_loss']:.2f}" for n in names]),
-             row("all asked keys", [interval(v[n]["retrieval"]["overall"]) for n in names])]
-    lines += [row(f"  N={k[1]}, R={k[3]}", [interval(v[n]["retrieval"]["layouts"][k]) for n in names])
-              for k in first["layouts"]]
-    lines += [row(f"  context {k}", [interval(v[n]["retrieval"]["lengths"][k]) for n in names])
-              for k in first["lengths"]]
-    lines += [row(f"  depth {float(k):.0%}", [interval(v[n]["retrieval"]["depths"][k]) for n in names])
-              for k in first["depths"]]
+    keyed = [("all asked keys", "overall")] + [(f"  N={k[1]}, R={k[3]}", f"layouts.{k}") for k in first["layouts"]]
+    keyed += [(f"  context {k}", f"lengths.{k}") for k in first["lengths"]]
+    keyed += [(f"  depth {float(k):.0%}", f"depths.{k}") for k in first["depths"]]
+
+    def cell(n: str, key: str) -> dict:
+        return retrieval.rows(v[n]["retrieval"])[key]
+
+    lines = [row("accuracy [95%] / null", [LABELS[n] for n in names]),
+             row("answer loss at the end", [f"{v[n]['val_loss']:.2f}" for n in names])]
+    lines += [row(label, [interval(cell(n, key)) for n in names]) for label, key in keyed]
+    lines += ["", row("accuracy − null [95%]", [LABELS[n] for n in names])]
+    lines += [row(label, [signed(cell(n, key)["vs_null"]) for n in names]) for label, key in keyed]
+    if any("vs_baseline" in v[n] and isinstance(v[n]["vs_baseline"], dict) for n in names):
+        lines += ["", row("− baseline, paired [95%]", [LABELS[n] for n in names])]
+        lines += [row(label, [signed(v[n]["vs_baseline"][key]) if n != "baseline" else "–" for n in names])
+                  for label, key in keyed]
     lines += ["", f"share of |effective attention| at the query's `=` row (N=4, R=2, context "
                   f"{v[names[0]]['allocation']['length']}): answer record / haystack", row("", [LABELS[n] for n in names])]
     for layer in range(len(v[names[0]]["allocation"]["layer_mean"]["answer"])):
@@ -130,30 +153,51 @@ def tables(v: dict) -> list[str]:
     return lines
 
 
+def study_lines(study: dict) -> list[str]:
+    """The low-floor tasks of the CPU study (outputs/study/, `make train-small`): nulls, final accuracy per seed,
+    the first step each run beats its null, and the paired difference to the baseline."""
+    lines = []
+    for task, t in study.items():
+        options = ", ".join(f"{k}={val}" for k, val in t["options"].items())
+        lines += ["", f"{task} ({options}), cpu-recall, {len(t['variants']['baseline']['runs'])} seeds, "
+                      f"{t['queries']} validation queries in {t['examples']} examples",
+                  "  nulls: " + ", ".join(f"{k} {val:.3f}" for k, val in t["null"].items())
+                  + f"; best key-free: {t['null_rule']}"]
+        for n, r in t["variants"].items():
+            finals = ", ".join(f"{x['final']['difference']:.2f}" for x in r["runs"])
+            leaves = ", ".join(str(x["leaves_null_at"] or "never") for x in r["runs"])
+            lines.append(f"  {LABELS[n]:<9} final accuracy per seed {finals}; beats the null from step {leaves}")
+            if "vs_baseline" in r:
+                lines.append(f"  {'':<9} − baseline over seeds {signed(r['vs_baseline'])}; per seed (paired by "
+                             "query) " + ", ".join(signed(x) for x in r["vs_baseline"]["per_seed"]))
+    return lines
+
+
 def report(results: dict) -> str:
     lines = [f"shipped {results['preset']} checkpoints trained on `{results['task']}` (outputs/models); "
-             f"{results['samples_per_cell']} examples "
-             f"per (layout, length, depth) cell; accuracy [Wilson 95% interval]"] + tables(results["variants"])
+             f"{results['samples_per_cell']} examples per (layout, length, depth) cell; accuracy [95% interval "
+             f"clustered by example] / the best key-free null on the same queries"] + tables(results["variants"])
     for preset, m in results["measured"].items():
         v = m["variants"]
         names = list(v)
         lines += ["", f"{preset} (committed in outputs/eval/{preset}; {m['machine']}): seed 0, "
                       f"{m['samples_per_cell']} examples per cell"] + tables(v)
-        lines += ["", "N=4 and N=6 together (R=2), every training seed: accuracy [Wilson 95% interval]",
+        lines += ["", "N=4 and N=6 together (R=2), every training seed: accuracy [95%] / null",
                   row("", [LABELS[n] for n in names])]
         lines += [row(f"seed {seed}", [interval(v[n]["many_needles"][seed]) for n in names]) for seed in range(m["seeds"])]
-        lines.append(row(f"mean ± std over {m['seeds']} seeds",
-                         [f"{v[n]['many_needles_mean']:.2f} ± {v[n]['many_needles_std']:.2f}" for n in names]))
-        lines.append(row("− baseline, paired by seed", [
-            f"{v[n]['many_needles_gap']['mean']:+.2f} ± {v[n]['many_needles_gap']['std']:.2f}" if n != "baseline" else "–"
-            for n in names]))
-        lines += ["", "every training seed: all asked keys, N=1 (R=1), answer loss at the end",
+        lines.append(row(f"mean [t 95%] over {m['seeds']} seeds", [signed(v[n]["many_needles_t"]) for n in names]))
+        lines.append(row("− baseline over seeds [t 95%]",
+                         [signed(v[n]["many_needles_gap"]) if n != "baseline" else "–" for n in names]))
+        lines += [row(f"seed {seed}, − baseline paired", [signed(v[n]["vs_baseline"][seed]) if n != "baseline"
+                                                          else "–" for n in names]) for seed in range(m["seeds"])]
+        lines += ["", "every training seed: all asked keys and N=1 (R=1): accuracy [95%] / null; answer loss",
                   row("", [LABELS[n] for n in names])]
         for seed in range(m["seeds"]):
             lines.append(row(f"seed {seed}, all asked keys", [interval(v[n]["overall"][seed]) for n in names]))
             lines.append(row(f"seed {seed}, N=1", [interval(v[n]["one_needle"][seed]) for n in names]))
             lines.append(row(f"seed {seed}, answer loss", [f"{v[n]['answer_loss'][seed]:.2f}" for n in names]))
-        lines.append(row("all asked keys, mean of seeds", [f"{v[n]['overall_mean']:.2f}" for n in names]))
+    if results.get("study"):
+        lines += ["", "the CPU study's low-floor tasks (committed in outputs/study/)"] + study_lines(results["study"])
     return "\n".join(lines)
 
 
@@ -179,9 +223,11 @@ def retrieval_bars(v: dict, title: str, path: Path) -> Path:
         ys = [r["accuracy"] for r in rows]
         err = [[y - r["ci95"][0] for y, r in zip(ys, rows)], [r["ci95"][1] - y for y, r in zip(ys, rows)]]
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=LABELS[n])
+        ax.scatter(xs, [r["null_best"] for r in rows], marker="_", s=300, color="black",
+                   label="best key-free null" if i == 0 else None, zorder=3)
     ax.set_xticks(range(len(layouts)), [k.replace("N", "N=").replace("R", ", R=") for k in layouts])
     ax.set_ylim(0, 1)
-    ax.set_ylabel("exact-match accuracy (Wilson 95%)")
+    ax.set_ylabel("exact-match accuracy (95%, clustered by example)")
     ax.set_title(f"Multi-needle retrieval, {title} (cf. paper Table 2)")
     ax.legend(fontsize=8)
     return save(fig, path)

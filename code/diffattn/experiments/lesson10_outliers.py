@@ -19,7 +19,7 @@ from diffattn import shipped
 from diffattn.checkpoint import load_model
 from diffattn.cpu import one_thread
 from diffattn.data import make_task
-from diffattn.eval import outliers, quantize, saved
+from diffattn.eval import outliers, quantize, retrieval, saved
 from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
 
@@ -65,11 +65,12 @@ def run(progress: bool = True) -> dict:
             out["variants"][variant] = {
                 "outliers": {"logits": stats["logits"], "hidden": stats["hidden"]},
                 "histograms": stats["histograms"], "text_loss": text_loss,
-                "retrieval": {k: {"answered": r["answered"], "asked": r["asked"], "accuracy": r["accuracy"],
-                                  "ci95": r["ci95"], "answer_loss": r["answer_loss"]} for k, r in accuracy.items()},
+                "retrieval": {k: {key: r[key] for key in ("answered", "asked", "accuracy", "ci95", "answer_loss",
+                                                          "null_best", "null_rule", "vs_null")}
+                              for k, r in accuracy.items()},
             }
     out["measured"] = measured()
-    return out
+    return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
 
 
 def measured() -> dict:
@@ -96,9 +97,10 @@ def outlier_rows(v: dict, row) -> list[str]:
 
 
 def accuracy_rows(v: dict, keys: list[str], row) -> list[str]:
+    """Accuracy [95% clustered by example] / the best key-free null on the same queries (the same for every row)."""
     return [row(f"needles accuracy, {key if key == 'unquantized' else key + ' bits'}", [
-        f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]" for r in (v[n]["retrieval"][key] for n in v)])
-        for key in keys]
+        f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / {r['null_best']:.2f}"
+        for r in (v[n]["retrieval"][key] for n in v)]) for key in keys]
 
 
 def report(results: dict) -> str:
@@ -106,7 +108,7 @@ def report(results: dict) -> str:
     names = list(v)
 
     def row(label: str, cells) -> str:
-        return f"  {label:<30}" + "".join(f"{cell:>18}" for cell in cells)
+        return f"  {label:<30}" + "".join(f"{cell:>25}" for cell in cells)
 
     keys = ["unquantized"] + [str(b) for b in results["bits"]]
     lines = [f"shipped {results['preset']} `text` checkpoints (outputs/models), {results['windows']} validation windows: |value| top-1 / median "

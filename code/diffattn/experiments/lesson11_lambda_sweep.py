@@ -20,7 +20,7 @@ from pathlib import Path
 from diffattn import ablation, shipped
 from diffattn.checkpoint import load_model
 from diffattn.cpu import one_thread
-from diffattn.eval import command, saved
+from diffattn.eval import command, retrieval, saved
 from diffattn.eval.lambda_sweep import best_value
 from diffattn.names import LABELS
 from diffattn.numberkinds import Stable
@@ -69,7 +69,7 @@ def run(progress: bool = True) -> dict:
                                              for v, kinds in m["variants"].items() if "lambda_sweep" in kinds}}
                        for preset, m in saved.suites().items()}
     out["lambda_init"] = ablation_summary(saved.lambda_init())
-    return out
+    return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
 
 
 PAPER_LAYERS = 24  # the ablated 1.4B models of the paper's Table 6 (diff-spec.md §3.8: L = 24)
@@ -121,10 +121,14 @@ def sweep_rows(variant: str, modes: dict) -> list[str]:
     what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
     lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
     for mode, table in modes.items():
-        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'answer loss':>12} {'answer share':>13}")
+        null = table["rows"][0]
+        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'− null [95% CI]':>22} {'answer loss':>12} "
+                     f"{'answer share':>13}    (null: {null['null_rule']} {null['null_best']:.2f}, the same queries)")
         for r in table["rows"]:
             name = "trained" if r["value"] is None else f"{r['value']:g}"
+            gap = r["vs_null"]
             lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+                         f" {gap['difference']:>+8.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]"
                          f" {r['answer_loss']:>12.2f} {r['answer_share_best_head']:>+13.2f}")
     return lines
 
@@ -192,7 +196,7 @@ def figures(results: dict, outdir: Path) -> list[Path]:
         ax.set_xlabel({"scale": "s in λ → s·λ", "fixed": "λ = v" if variant == "diff_v1" else "σ(λ) = c",
                        "offset": "δ in λ → λ + δ"}[mode])
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("needles accuracy (Wilson 95%)")
+    axes[0].set_ylabel("needles accuracy (95%, clustered by example)")
     axes[0].legend(fontsize=8)
     fig.suptitle("Changing λ after training")
     return [save(fig, outdir / "11-lambda-sweep.png")]

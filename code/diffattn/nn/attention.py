@@ -139,7 +139,7 @@ class DiffAttentionV1(_Attention):
 
     def __init__(
         self, embed_dim: int, depth: int, num_heads: int, num_kv_heads: int | None = None, *, backend: str = "auto",
-        lambda_init: float | None = None,
+        lambda_init: float | None = None, head_scale: float | str | None = None, subln_gain: float = 1.0,
     ):
         super().__init__(backend)
         num_kv_heads = num_kv_heads or num_heads
@@ -155,6 +155,11 @@ class DiffAttentionV1(_Attention):
         if lambda_init is not None:
             require(0.0 < lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {lambda_init})")
         self.lambda_init = depth_schedule(depth) if lambda_init is None else float(lambda_init)
+        # headwise_norm multiplies each normalised head by 1 − this: λ_init itself unless a study sets the scale apart
+        # ("schedule": 1 − the depth schedule whatever λ_init is; a number s: s). λ_init is passed unchanged in the
+        # paper's case, so its product is exactly the one it always was.
+        self.norm_lambda = (self.lambda_init if head_scale is None else depth_schedule(depth)
+                            if head_scale == "schedule" else 1.0 - float(head_scale))
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=False)  # 2h heads of d
         self.k_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # 2·h_kv heads of d
         self.v_proj = nn.Linear(embed_dim, 2 * num_kv_heads * head_dim, bias=False)  # h_kv heads of 2d
@@ -166,6 +171,7 @@ class DiffAttentionV1(_Attention):
         self.lambda_q2 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.lambda_k2 = nn.Parameter(torch.zeros(head_dim, dtype=torch.float32).normal_(mean=0.0, std=0.1))
         self.subln = RMSNorm(2 * head_dim, eps=1e-5, elementwise_affine=True)
+        nn.init.constant_(self.subln.weight, subln_gain)
 
     LAMBDA_VECTORS = ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")
 
@@ -200,7 +206,7 @@ class DiffAttentionV1(_Attention):
 
     def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
         attn = self.differential_heads(x, rope, cache)  # (b, N, h, 2d)
-        attn = headwise_norm(attn, self.subln.weight, self.lambda_init, self.subln.eps)  # per head, × (1 − λ_init)
+        attn = headwise_norm(attn, self.subln.weight, self.norm_lambda, self.subln.eps)  # per head, × (1 − λ_init)
         return self.out_proj(attn.flatten(2))  # (b, N, h·2d = embed_dim) -> (b, N, embed_dim)
 
 

@@ -1,0 +1,139 @@
+"""The study's summary (diffattn.eval.study) as a table and figures: outputs/study/table.txt and *.png."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from diffattn.names import EVALUATED, LABELS, VARIANTS
+
+
+def ci(r: dict, digits: int = 3, signed: bool = True) -> str:
+    """'+0.158 [+0.101, +0.215]' from a t_interval or clustered_difference record."""
+    value = r.get("mean", r.get("difference"))
+    f = f"{{:+.{digits}f}}" if signed else f"{{:.{digits}f}}"
+    if r.get("ci95") is None:
+        return f.format(value)
+    return f"{f.format(value)} [{f.format(r['ci95'][0])}, {f.format(r['ci95'][1])}]"
+
+
+def text_lines(t: dict) -> list[str]:
+    n = len(t["seeds"])
+    lines = [f"cpu-small text, {n} seeds: final validation loss, mean [t 95% interval]; − baseline paired by seed"]
+    for v in VARIANTS:
+        r = t["variants"][v]
+        gap = "–" if v == "baseline" else ci(r["vs_baseline"])
+        lines.append(f"  {LABELS[v]:<10} {ci(r, signed=False):<28} − baseline {gap}")
+    steps = t["variants"]["baseline"]["steps"]
+    lines.append("  gap to the baseline at step " + ", ".join(str(s) for s in steps))
+    for v in VARIANTS[1:]:
+        lines.append(f"  {LABELS[v]:<10} " + ", ".join(f"{g['mean']:+.2f}" for g in t["variants"][v]["gap_by_step"]))
+    return lines
+
+
+def init_lines(i: dict) -> list[str]:
+    lines = [f"DIFF V1's 2×2 on cpu-small text, {len(i['seeds'])} seeds: λ's start × head scale; mean [t 95%]",
+             f"  {'λ start × head scale':<26}{'val loss':<28}{'− paper V1':<30}− baseline"]
+    for name, c in i["cells"].items():
+        lines.append(f"  {name:<26}{ci(c, signed=False):<28}{ci(c['vs_paper_v1']):<30}{ci(c['vs_baseline'])}")
+    for name, e in i["effects"].items():
+        lines.append(f"  effect {name:<19}{ci(e)}")
+    lines.append("  attention-branch RMS at initialisation / embedding RMS, per layer (mean over seeds)")
+    for name, r in i["branch_rms"].items():
+        lines.append(f"  {name:<44}" + " ".join(f"{x:5.1f}" for x in r["ratio"]) + f"   (embedding {r['embedding']:.4f})")
+    return lines
+
+
+def alternative_lines(a: dict) -> list[str]:
+    lines = [f"other initialisations, {len(a['seeds'])} seeds: V1 − baseline under each (default {ci(a['default_gap'])})"]
+    for label, r in a.items():
+        if label in ("seeds", "default_gap"):
+            continue
+        change = f"; change of the gap {ci(r['gap_change'])}" if "gap_change" in r else " (V1 only)"
+        lines.append(f"  {label:<36} V1 − baseline {ci(r['gap'])}{change}")
+    return lines
+
+
+def retrieval_lines(tasks: dict) -> list[str]:
+    lines = []
+    for task, t in tasks.items():
+        options = ", ".join(f"{k}={v}" for k, v in t["options"].items())
+        nulls = ", ".join(f"{k} {v:.3f}" for k, v in t["null"].items())
+        lines += [f"{task} ({options}) on cpu-recall, {t['queries']} validation queries in {t['examples']} examples",
+                  f"  nulls on those queries: {nulls}; best key-free: {t['null_rule']}"]
+        for v in EVALUATED:
+            r = t["variants"][v]
+            leaves = ", ".join(str(x["leaves_null_at"]) if x["leaves_null_at"] else "never" for x in r["runs"])
+            finals = ", ".join(f"{x['accuracy'][-1]:.2f}" for x in r["runs"])
+            gap = f"; − baseline {ci(r['vs_baseline'], 2)}" if "vs_baseline" in r else ""
+            lines.append(f"  {LABELS[v]:<10} final accuracy per seed {finals}; beats the null from step {leaves}{gap}")
+    return lines
+
+
+def format_table(s: dict) -> str:
+    lines: list[str] = []
+    for key, make in (("text", text_lines), ("init", init_lines), ("alternatives", alternative_lines),
+                      ("retrieval", retrieval_lines)):
+        if key in s:
+            lines += make(s[key]) + [""]
+    for t in (s.get("training") or {}).get("passes", []):
+        m = t["machine"]
+        lines.append(f"a training pass: {t['runs_trained']} of {t['runs_planned']} runs in {t['wall_s']:.0f} s of wall "
+                     f"time, {t['jobs']} at a time, on {m['cpu']} ({m['cores']} cores), torch {m['torch']}, {m['date']}"
+                     + (f" ({m['note']})" if "note" in m else ""))
+    if s.get("training"):
+        lines.append(f"the study's wall time: {s['wall_s']:.0f} s over {len(s['training']['passes'])} pass(es)")
+    lines.append(f"every run's own training time, summed: {s['train_s']:.0f} s")
+    return "\n".join(lines)
+
+
+def figures(s: dict, out: Path) -> list[Path]:
+    paths = []
+    if "retrieval" in s:
+        paths.append(retrieval_curves(s["retrieval"], out / "retrieval-curves.png"))
+    if "text" in s:
+        paths.append(gap_curves(s["text"], out / "text-gaps.png"))
+    return paths
+
+
+COLOURS = {"baseline": "tab:blue", "baseline_2h": "tab:cyan", "diff_v1": "tab:orange", "diff_v2": "tab:green"}
+
+
+def retrieval_curves(tasks: dict[str, Any], path: Path) -> Path:
+    """Accuracy against training step per task, one line per seed, the key-free nulls as dashed lines."""
+    from diffattn.plotting import new_figure, save
+
+    fig, _ = new_figure(width=5.2 * len(tasks), height=4.0)
+    fig.clf()
+    panels = fig.subplots(1, len(tasks))
+    for ax, (task, t) in zip(panels if len(tasks) > 1 else [panels], tasks.items()):
+        for v in EVALUATED:
+            for i, run in enumerate(t["variants"][v]["runs"]):
+                ax.plot(t["steps"], run["accuracy"], color=COLOURS[v], alpha=0.8, label=LABELS[v] if i == 0 else None)
+        for rule, style in (("copy_any", ":"), ("copy_unanswered", "--"), ("any_binding", "-.")):
+            if rule in t["null"] and (rule != "any_binding" or t["null"][rule] < 1):
+                ax.axhline(t["null"][rule], color="black", linestyle=style, linewidth=1, label=f"null: {rule}")
+        ax.set_title(f"{task}: exact-match accuracy on validation")
+        ax.set_xlabel("training step")
+        ax.set_ylim(0, 1)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return save(fig, path)
+
+
+def gap_curves(t: dict, path: Path) -> Path:
+    """Each variant's validation loss − the baseline's at every evaluation, mean over seeds with its t interval."""
+    from diffattn.plotting import new_figure, save
+
+    fig, ax = new_figure(6.4, 4.0)
+    steps = t["variants"]["baseline"]["steps"]
+    for v in VARIANTS[1:]:
+        g = t["variants"][v]["gap_by_step"]
+        ax.plot(steps, [x["mean"] for x in g], color=COLOURS[v], label=LABELS[v])
+        ax.fill_between(steps, [x["ci95"][0] for x in g], [x["ci95"][1] for x in g], color=COLOURS[v], alpha=0.2)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss − baseline (nats per byte)")
+    ax.set_title(f"cpu-small text: gap to the baseline, {len(t['seeds'])} seeds (t 95%)")
+    ax.legend(fontsize=8)
+    return save(fig, path)
