@@ -18,6 +18,11 @@
 #   6. lessons 09-11 on gpu-small `needles` checkpoints (trained when missing): `python -m diffattn eval suite`
 #      writes one JSON per variant and evaluation, and summary.json (machine, GPU), to $OUT/eval-gpu-small
 #      (skipped with GPU_TRAIN_STEPS=0).
+#   7. opt-in (GPU_RETRIEVAL_STEPS=N, default 0: off, it does not fit the 8 minutes with steps 5-6): lesson 09's low-floor
+#      retrieval tasks (diffattn/study.py: 3-digit needles and `rebind`, 3 variants × 3 seeds) at gpu-small's width
+#      and context 2,048, N steps each, learning curves against their nulls: `python -m diffattn study --groups
+#      retrieval --retrieval-preset gpu-small` writes summary.json and table.txt to $OUT/study-gpu-small (the summary
+#      needs scipy). No lesson quotes GPU numbers until such a run is committed.
 # Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results"); copy eval-gpu-small also
 # to outputs/eval/gpu-small/, where lessons 09-11 read committed suites (diffattn.eval.saved) and report them.
 set -uo pipefail
@@ -54,6 +59,11 @@ if [ "$TRAIN_STEPS" != "0" ]; then
         --out "$OUT/compare-gpu-small" ${TRAIN_STEPS:+--steps "$TRAIN_STEPS"}
     # lessons 09-11 on gpu-small needles checkpoints (trained here when missing): JSON per variant and kind
     step eval-gpu-small 60 "$PY" -m diffattn eval suite --preset gpu-small --out "$OUT/eval-gpu-small"
+fi
+RETRIEVAL_STEPS=${GPU_RETRIEVAL_STEPS:-0}
+if [ "$RETRIEVAL_STEPS" != "0" ]; then
+    step study-retrieval-gpu-small 300 "$PY" -m diffattn study --groups retrieval --retrieval-preset gpu-small \
+        --retrieval-steps "$RETRIEVAL_STEPS" --out "$OUT/study-gpu-small" --no-progress
 fi
 echo "results in $OUT"
 exit $status

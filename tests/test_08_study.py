@@ -115,7 +115,8 @@ def shrink(monkeypatch, tmp_path):
 
 def args(**kw) -> argparse.Namespace:
     return argparse.Namespace(**({"jobs": 1, "groups": None, "summary_only": False, "note": None,
-                                  "no_progress": True} | kw))
+                                  "no_progress": True, "retrieval_preset": "cpu-recall", "retrieval_steps": None,
+                                  "out": None} | kw))
 
 
 def test_the_study_trains_what_is_missing_once_and_summarises_with_intervals_and_nulls(monkeypatch, tmp_path):
@@ -128,8 +129,12 @@ def test_the_study_trains_what_is_missing_once_and_summarises_with_intervals_and
     assert text["baseline"]["vs_baseline"]["mean"] == 0.0
     assert len(text["diff_v1"]["vs_baseline"]["ci95"]) == 2 and len(text["diff_v1"]["gap_by_step"]) == 3
     cells = summary["init"]["cells"]
-    assert cells["schedule × 1 − schedule"]["vs_paper_v1"]["mean"] == 0.0
-    assert set(summary["init"]["effects"]) == {"lambda_start_0.8", "head_scale_0.2", "interaction"}
+    assert cells["start_schedule-scale_schedule"]["vs_paper_v1"]["mean"] == 0.0
+    assert set(cells) == {"start_schedule-scale_schedule", "start_0_8-scale_0_2", "start_schedule-scale_0_2",
+                          "start_0_8-scale_schedule"}
+    assert set(summary["init"]["effects"]) == {"lambda_start", "head_scale", "interaction"}
+    assert set(summary["alternatives"]["changes"]) == {"norm_gain", "out_std", "embed_scale"}
+    assert "gap_change" not in summary["alternatives"]["changes"]["norm_gain"]  # the baseline has no per-head norm
     rebind = summary["retrieval"]["rebind"]
     assert rebind["null"]["any_binding"] == 0.5 and rebind["null_rule"] in ("copy_any", "copy_unanswered",
                                                                           "copy_latest", "chance")
@@ -151,3 +156,11 @@ def test_a_summary_without_its_runs_is_a_one_line_error(monkeypatch, tmp_path):
     shrink(monkeypatch, tmp_path)
     with pytest.raises(ConfigError, match="holds no finished run"):
         study.main(args(summary_only=True, groups="text"))
+
+
+def test_the_retrieval_group_can_run_on_another_preset_as_scripts_gpu_check_does():
+    runs = study.plan(("retrieval",), "gpu-small", 300)
+    assert {r.preset for r in runs} == {"gpu-small"} and {r.steps for r in runs} == {300}
+    assert {r.task for r in runs} == set(study.RETRIEVAL_TASKS) and len(runs) == 2 * 3 * len(study.RETRIEVAL_SEEDS)
+    with pytest.raises(ConfigError, match="retrieval-preset"):
+        study.plan(("retrieval",), "gpu-huge")

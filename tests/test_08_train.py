@@ -194,6 +194,23 @@ BAD = {
                        "grad-accum must be > 0"),
     "batch not divisible": (["--preset", "cpu-tiny", "--attention", "baseline", "--grad-accum", "3"],
                             "must be a multiple of"),
+    # retrieval options that leave the null undefined, and a budget that never leaves warmup
+    "more queries than records": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "needles",
+                                   "--task-option", "n_needles=2", "--task-option", "n_queries=3"],
+                                  "n_queries <= n_needles"),
+    "values longer than the context": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "needles",
+                                        "--task-option", "value_len=200"], "too short"),
+    "values that fit one needle, not six": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "needles",
+                                             "--task-option", "value_len=20"], "largest needles layout"),
+    "rebind asks an unbound key": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "rebind",
+                                    "--task-option", "n_rebinds=1", "--task-option", "n_queries=2"],
+                                   "n_queries <= n_rebinds"),
+    "an option the task lacks": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "rebind",
+                                  "--task-option", "n_needles=4"], "n_needles"),
+    "malformed task option": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "rebind",
+                               "--task-option", "n_keys"], "KEY=INTEGER"),
+    "steps within warmup": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "rebind", "--steps", "10",
+                             "--warmup-steps", "10"], "must exceed warmup-steps"),
 }
 
 
@@ -220,6 +237,22 @@ def _data(tmp_path: Path, kind: str) -> Path:
         return tmp_path / "folder"
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 ".encode("latin-1") * 100)
     return tmp_path / "latin1.txt"
+
+
+def test_a_retrieval_run_logs_its_learning_curve_query_by_query(tmp_path):
+    """Every evaluation of a retrieval run records the accuracy and which validation queries were answered, in the
+    order of the task's validation examples: what the study tests against the null models."""
+    from diffattn.data import make_task
+
+    model, c = build_configs("cpu-tiny", "baseline", task="rebind", steps=4, batch_size=4, seq_len=48, eval_every=2,
+                             eval_sequences=6, warmup_steps=1, checkpoint_every=4)
+    train("cpu-tiny", model, c, tmp_path / "run", progress=False)
+    evals = [r for r in checkpoint.read_metrics(tmp_path / "run") if "val_loss" in r]
+    items = make_task("rebind", 48).validation_examples(6, 48)
+    assert [r["step"] for r in evals] == [1, 2, 4]
+    for r in evals:
+        assert len(r["val_answered"]) == sum(len(e.queries) for e in items) and set(r["val_answered"]) <= {"0", "1"}
+        assert r["val_accuracy"] == r["val_answered"].count("1") / len(r["val_answered"])
 
 
 @pytest.mark.parametrize("kind, message", [("missing", "does not exist"), ("empty", "is empty"),

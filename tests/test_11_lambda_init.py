@@ -92,21 +92,39 @@ def test_the_ablation_pairs_runs_by_seed_and_records_each_setting(tiny_root):
     gaps = constant["paired_difference"]
     assert gaps["per_seed"] == [c["val_loss"] - s["val_loss"] for c, s in zip(constant["runs"], schedule["runs"])]
     assert gaps["min"] <= gaps["mean"] <= gaps["max"] and "paired_difference" not in schedule
-    # Each setting has its own folders (lesson 08's diff_v1 runs stay untouched), and each restores its λ_init.
+    # A constant has its own folders; the schedule is lesson 08's own DIFF V1 run (the same config, one folder).
     root = tiny_root / "outputs" / "checkpoints" / "cpu-tiny" / "text"
     model, config = checkpoint.load_model(root / "diff_v1-lambda_init0.5-seed1")
     assert config["model"]["lambda_init"] == 0.5 and [a.lambda_init for a in layers(model)] == [0.5, 0.5]
-    model, config = checkpoint.load_model(root / "diff_v1-lambda_init_schedule")
+    model, config = checkpoint.load_model(root / "diff_v1")
     assert config["model"]["lambda_init"] is None and layers(model)[1].lambda_init == scheduled(1)
-    assert not (root / "diff_v1").exists()
+    assert ablation.run_name(None) == compare_variant_folder()
     # The batches are paired too: equal training configs, and the data generator ends in the same state.
-    a, b = (checkpoint.load_checkpoint(root / name) for name in ("diff_v1-lambda_init_schedule", "diff_v1-lambda_init0.5"))
+    a, b = (checkpoint.load_checkpoint(root / name) for name in ("diff_v1", "diff_v1-lambda_init0.5"))
     assert a["config"]["train"] == b["config"]["train"] and torch.equal(a["rng"]["data"], b["rng"]["data"])
     # The learned λ is reported per layer, mean over seeds, from the runs' last evaluation.
     assert constant["final_lambda"] == pytest.approx(
         [sum(r["lambda"][-1][i] for r in constant["runs"]) / 2 for i in range(2)])
     table = ablation.format_table(results)
     assert "constant 0.5" in table and f"{gaps['mean']:+.3f}" in table
+
+
+def compare_variant_folder() -> str:
+    from diffattn.config import default_out
+
+    return default_out("cpu-tiny", "text", "diff_v1").name
+
+
+def test_reuse_keeps_finished_runs_and_retrains_nothing(tiny_root):
+    first = ablation.ablate("cpu-tiny", seeds=(0,), settings=[None, 0.5], progress=False)
+    root = tiny_root / "outputs" / "checkpoints" / "cpu-tiny" / "text"
+    stamps = {p.name: (p / "metrics.jsonl").stat().st_mtime_ns for p in root.iterdir()}
+    again = ablation.ablate("cpu-tiny", seeds=(0,), settings=[None, 0.5], progress=False, reuse=True)
+    assert {p.name: (p / "metrics.jsonl").stat().st_mtime_ns for p in root.iterdir()} == stamps
+    assert again["settings"]["constant 0.5"]["paired_difference"]["per_seed"] == first["settings"]["constant 0.5"][
+        "paired_difference"]["per_seed"]
+    assert again["wall_is_sum_of_runs"] and again["wall_s"] == pytest.approx(
+        sum(r["wall_s"] for s in again["settings"].values() for r in s["runs"]))
 
 
 def test_committed_results_are_read_back_or_absent(tiny_root):

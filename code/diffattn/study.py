@@ -1,8 +1,10 @@
 """Lessons 08-11's CPU study: every run `make train-small` trains, declared here before any of them ran.
 
-    python -m diffattn study [--jobs 2] [--groups text,init,alternatives,retrieval]
+    python -m diffattn study [--jobs 2] [--groups text,init,alternatives,retrieval,suite]
         → outputs/checkpoints/<preset>/<task>/<name>[-seed<S>]/ (not committed), then diffattn.eval.study writes
           outputs/study/summary.json, table.txt and the figures (committed; they name the machine)
+    python -m diffattn study --groups retrieval --retrieval-preset gpu-small --retrieval-steps 300 --out DIR
+        → the low-floor tasks at gpu-small's width and context, on a GPU (scripts/gpu_check.sh, opt-in)
 
 Four groups of runs, each a question:
 
@@ -76,10 +78,11 @@ class Run:
     seed: int
     model: dict[str, Any] = field(default_factory=dict)  # GPTConfig fields changed from the variant's
     options: dict[str, Any] = field(default_factory=dict)  # the task's options
+    steps: int | None = None  # None: the preset's
 
     def configs(self):
         model, train = build_configs(self.preset, self.variant, self.model.get("lambda_init"), task=self.task,
-                                     seed=self.seed)
+                                     seed=self.seed, steps=self.steps)
         rest = {k: v for k, v in self.model.items() if k != "lambda_init"}
         return dataclasses.replace(model, **rest), dataclasses.replace(train, task_options=dict(self.options))
 
@@ -92,14 +95,29 @@ class Run:
         return self.preset, model, train, self.out
 
 
+# short ids for folders and result keys (letters, digits, _ and - only: lessons quote results by dotted keys)
+ALTERNATIVE_IDS = {"norm gain 0.1": "norm_gain", "output projection std 0.02/√(2L)": "out_std",
+                   "embedding × √d_model": "embed_scale"}
+_FOLDERS = {"norm_gain": "gain0.1", "out_std": "out_std_scaled", "embed_scale": "embed_sqrt_d"}
+
+
 def alternative_name(variant: str, label: str) -> str:
-    return f"{variant}-" + {"norm gain 0.1": "gain0.1", "output projection std 0.02/√(2L)": "out_std_scaled",
-                            "embedding × √d_model": "embed_sqrt_d"}[label]
+    """The checkpoint folder of `variant` under the alternative initialisation `label`."""
+    return f"{variant}-{_FOLDERS[ALTERNATIVE_IDS[label]]}"
 
 
-def plan(groups: tuple[str, ...] = GROUPS) -> list[Run]:
-    """Every run of the study, in the order they are trained (a folder two groups share is listed once)."""
+def cell_key(cell: tuple[str, str]) -> str:
+    """('0.8', '1 − schedule') → 'start_0_8-scale_schedule': a 2×2 cell as a result key."""
+    start, scale = cell
+    return f"start_{start.replace('.', '_')}-scale_{'schedule' if 'schedule' in scale else scale.replace('.', '_')}"
+
+
+def plan(groups: tuple[str, ...] = GROUPS, retrieval_preset: str = RETRIEVAL_PRESET,
+         retrieval_steps: int | None = None) -> list[Run]:
+    """Every run of the study, in the order they are trained (a folder two groups share is listed once). The
+    retrieval group can run on another preset (scripts/gpu_check.sh: gpu-small's width and context on a GPU)."""
     require(set(groups) <= set(GROUPS), f"--groups are among {', '.join(GROUPS)} (got {', '.join(groups)})")
+    require(retrieval_preset in PRESETS, f"--retrieval-preset is one of {', '.join(PRESETS)} (got {retrieval_preset!r})")
     runs: list[Run] = []
     if "init" in groups:
         runs += [Run("init", name, TEXT_PRESET, "diff_v1", "text", s, changes)
@@ -112,7 +130,7 @@ def plan(groups: tuple[str, ...] = GROUPS) -> list[Run]:
             runs += [Run("alternatives", alternative_name(v, label), TEXT_PRESET, v, "text", s, changes)
                      for v in variants for s in ALTERNATIVE_SEEDS]
     if "retrieval" in groups:
-        runs += [Run("retrieval", v, RETRIEVAL_PRESET, v, task, s, {}, options)
+        runs += [Run("retrieval", v, retrieval_preset, v, task, s, {}, options, retrieval_steps)
                  for task, options in RETRIEVAL_TASKS.items() for v in EVALUATED for s in RETRIEVAL_SEEDS]
     if "suite" in groups:
         runs += [Run("suite", v, TEXT_PRESET, v, "needles", s) for v in EVALUATED for s in SUITE_SEEDS]
@@ -145,7 +163,8 @@ def main(args) -> int:
     from diffattn.runs import finished, train_missing
 
     groups = tuple(g.strip() for g in args.groups.split(",") if g.strip()) if args.groups else GROUPS
-    runs = plan(groups)
+    runs = plan(groups, args.retrieval_preset, args.retrieval_steps)
+    out = args.out or outputs_dir() / "study"
     require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
     todo = [] if args.summary_only else [r for r in runs if not finished(r.job())]
     if todo:
@@ -156,7 +175,7 @@ def main(args) -> int:
             print("interrupted: finished runs are kept and are not retrained next time")
             return 130
         finally:  # every pass's wall time, also a pass some runs failed in (the next pass trains only those)
-            log = outputs_dir() / "study" / TRAINING_FILE
+            log = out / TRAINING_FILE
             passes = training_passes(log)
             passes.append({"wall_s": time.perf_counter() - started, "runs_trained": len(todo),
                            "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
@@ -165,5 +184,5 @@ def main(args) -> int:
             write_json_atomic(log, {"passes": passes})
     from diffattn.eval import study as report  # imported after training: it reads what training wrote
 
-    report.write(runs)
+    report.write(runs, out)
     return 0

@@ -65,5 +65,9 @@ def add_study_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--groups", default=None,
                         help="comma-separated among text, init, alternatives, retrieval, suite (default: all)")
     parser.add_argument("--summary-only", action="store_true", help="train nothing: summarise the runs there are")
+    parser.add_argument("--retrieval-preset", default="cpu-recall",
+                        help="the preset of the retrieval group (default cpu-recall; gpu-small on a GPU)")
+    parser.add_argument("--retrieval-steps", type=int, default=None, help="the retrieval runs' steps (default: preset's)")
+    parser.add_argument("--out", type=Path, default=None, help="where the summary goes (default outputs/study/)")
     parser.add_argument("--note", default=None, help="a remark stored with the machine, e.g. 'shared with other jobs'")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -42,6 +42,10 @@ class RetrievalTask:
     def __init__(self, name: str, seq_len: int, options: dict[str, Any]):
         self.name, self.options = name, options
         self.batch(1, seq_len, torch.Generator().manual_seed(0))  # a bad option or a too-short context fails now
+        if name == "needles":  # and one that only the largest layout (drawn later) would not fit
+            need = retrieval.longest_needles(options)
+            require(seq_len + 1 >= need, f"seq_len {seq_len} is too short for the largest needles layout these "
+                                         f"options draw (needs >= {need - 1})")
 
     def batch(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         return retrieval.task_batch(self.name, batch_size, seq_len, generator, **self.options)

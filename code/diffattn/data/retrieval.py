@@ -134,6 +134,15 @@ def _counts(g: torch.Generator, n_needles: int | None, n_queries: int | None) ->
     return n_needles, n_queries
 
 
+def longest_needles(options: dict[str, Any]) -> int:
+    """The bytes the largest layout these `needles` options can draw needs (records and queries, no filler): a
+    context shorter than this would fail on some later batch, so the trainer checks it once, up front."""
+    n, r = options.get("n_needles"), options.get("n_queries")
+    layouts = [(n, r if r is not None else min(n, 2))] if n is not None else (
+        TABLE2 if r is None else [(max(r, big), r) for big, _ in TABLE2])
+    return max(needles_length(a, b, options.get("key_len", 1), options.get("value_len", 1)) for a, b in layouts)
+
+
 def needle_example(generator: torch.Generator, seq_len: int, n_needles: int | None = None,
                    n_queries: int | None = None, depth: float | None = None, key_len: int = 1, value_len: int = 1,
                    near_duplicates: bool = True) -> Example:

@@ -15,16 +15,17 @@ write() puts summary.json and table.txt in outputs/study/ and the figures beside
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 from diffattn import checkpoint
 from diffattn.data import make_task, nulls
 from diffattn.errors import require
 from diffattn.names import EVALUATED, VARIANTS
-from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
 from diffattn.stats import clustered_difference, t_interval
 from diffattn.study import (
+    ALTERNATIVE_IDS,
     ALTERNATIVES,
     INIT_CELLS,
     RETRIEVAL_TASKS,
@@ -32,9 +33,10 @@ from diffattn.study import (
     TEXT_SEEDS,
     Run,
     alternative_name,
+    cell_key,
 )
 
-PAPER_CELL = ("schedule", "1 − schedule")
+PAPER_CELL = ("schedule", "1 − schedule")  # the paper's V1: λ starts at the schedule, heads scaled by 1 − it
 
 
 def _evals(run: Run) -> list[dict]:
@@ -74,15 +76,15 @@ def init(runs: dict, seeds=TEXT_SEEDS) -> dict:
     base, paper = _finals(runs, "baseline", seeds), cells[PAPER_CELL]
     s, s_, e, e_ = (cells[("schedule", "1 − schedule")], cells[("0.8", "1 − schedule")],
                     cells[("schedule", "0.2")], cells[("0.8", "0.2")])
-    effects = {  # per seed, then a t interval: each factor averaged over the other's two levels
-        "lambda_start_0.8": [((b - a) + (d - c)) / 2 for a, b, c, d in zip(s, s_, e, e_)],
-        "head_scale_0.2": [((c - a) + (d - b)) / 2 for a, b, c, d in zip(s, s_, e, e_)],
+    effects = {  # per seed, then a t interval: each factor's change averaged over the other's two levels
+        "lambda_start": [((b - a) + (d - c)) / 2 for a, b, c, d in zip(s, s_, e, e_)],  # schedule → 0.8
+        "head_scale": [((c - a) + (d - b)) / 2 for a, b, c, d in zip(s, s_, e, e_)],  # 1 − schedule → 0.2
         "interaction": [(d - c) - (b - a) for a, b, c, d in zip(s, s_, e, e_)],
     }
-    return {"seeds": list(seeds),
-            "cells": {" × ".join(cell): {"lambda_start": cell[0], "head_scale": cell[1], "run": INIT_CELLS[cell][0],
-                                         "val_loss": v, **t_interval(v), "vs_paper_v1": _paired(v, paper),
-                                         "vs_baseline": _paired(v, base)} for cell, v in cells.items()},
+    return {"seeds": list(seeds), "baseline": {"val_loss": base, **t_interval(base)},
+            "cells": {cell_key(cell): {"lambda_start": cell[0], "head_scale": cell[1], "run": INIT_CELLS[cell][0],
+                                       "val_loss": v, **t_interval(v), "vs_paper_v1": _paired(v, paper),
+                                       "vs_baseline": _paired(v, base)} for cell, v in cells.items()},
             "effects": {k: {"per_seed": v, **t_interval(v)} for k, v in effects.items()},
             "branch_rms": branch_rms()}
 
@@ -97,21 +99,22 @@ def branch_rms() -> dict:
     for v in EVALUATED:
         configs[v] = Run("init", v, TEXT_PRESET, v, "text", 0).configs()[0]
     for cell, (name, changes) in INIT_CELLS.items():
-        configs["diff_v1 " + " × ".join(cell)] = Run("init", name, TEXT_PRESET, "diff_v1", "text", 0, changes).configs()[0]
+        configs[f"diff_v1-{cell_key(cell)}"] = Run("init", name, TEXT_PRESET, "diff_v1", "text", 0, changes).configs()[0]
     for label, changes in ALTERNATIVES.items():
         for v in (("diff_v1",) if "subln_gain" in changes else ("baseline", "diff_v1")):
-            configs[f"{v}, {label}"] = Run("alternatives", alternative_name(v, label), TEXT_PRESET, v, "text", 0,
-                                           changes).configs()[0]
+            configs[f"{v}-{ALTERNATIVE_IDS[label]}"] = Run("alternatives", alternative_name(v, label), TEXT_PRESET, v,
+                                                          "text", 0, changes).configs()[0]
     return {name: mean_over_seeds(config, tokens, TEXT_SEEDS) for name, config in configs.items()}
 
 
 def alternatives(runs: dict, seeds) -> dict:
     default_gap = [v - b for v, b in zip(_finals(runs, "diff_v1", seeds), _finals(runs, "baseline", seeds))]
-    out: dict[str, Any] = {"seeds": list(seeds), "default_gap": {"per_seed": default_gap, **t_interval(default_gap)}}
+    out: dict[str, Any] = {"seeds": list(seeds), "default_gap": {"per_seed": default_gap, **t_interval(default_gap)},
+                           "changes": {}}
     for label, changes in ALTERNATIVES.items():
         v1 = _finals(runs, alternative_name("diff_v1", label), seeds)
-        row: dict[str, Any] = {"changes": changes, "diff_v1": v1, "diff_v1_vs_default": _paired(v1, _finals(
-            runs, "diff_v1", seeds))}
+        row: dict[str, Any] = {"label": label, "changes": changes, "diff_v1": v1,
+                               "diff_v1_vs_default": _paired(v1, _finals(runs, "diff_v1", seeds))}
         if "subln_gain" not in changes:  # the baseline has no per-head norm: the gain change is V1's alone
             b = _finals(runs, alternative_name("baseline", label), seeds)
             gap = [x - y for x, y in zip(v1, b)]
@@ -120,7 +123,7 @@ def alternatives(runs: dict, seeds) -> dict:
                     "gap_change": _paired(gap, default_gap)}
         else:
             row["gap"] = _paired(v1, _finals(runs, "baseline", seeds))
-        out[label] = row
+        out["changes"][ALTERNATIVE_IDS[label]] = row
     return out
 
 
@@ -178,11 +181,10 @@ def summarise(runs: list[Run]) -> dict:
     return summary
 
 
-def write(runs: list[Run]) -> dict:
+def write(runs: list[Run], out: Path) -> dict:
     from diffattn.eval.study_report import figures, format_table
     from diffattn.study import TRAINING_FILE, training_passes
 
-    out = outputs_dir() / "study"
     summary = summarise(runs)
     summary["runs"] = len(runs)
     summary["train_s"] = sum(checkpoint.read_metrics(r.out)[-1]["time_s"] for r in runs)  # every run's own time

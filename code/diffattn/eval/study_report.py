@@ -34,8 +34,10 @@ def text_lines(t: dict) -> list[str]:
 def init_lines(i: dict) -> list[str]:
     lines = [f"DIFF V1's 2×2 on cpu-small text, {len(i['seeds'])} seeds: λ's start × head scale; mean [t 95%]",
              f"  {'λ start × head scale':<26}{'val loss':<28}{'− paper V1':<30}− baseline"]
-    for name, c in i["cells"].items():
+    for c in i["cells"].values():
+        name = f"{c['lambda_start']} × {c['head_scale']}"
         lines.append(f"  {name:<26}{ci(c, signed=False):<28}{ci(c['vs_paper_v1']):<30}{ci(c['vs_baseline'])}")
+    lines.append(f"  {'baseline':<26}{ci(i['baseline'], signed=False)}")
     for name, e in i["effects"].items():
         lines.append(f"  effect {name:<19}{ci(e)}")
     lines.append("  attention-branch RMS at initialisation / embedding RMS, per layer (mean over seeds)")
@@ -46,11 +48,9 @@ def init_lines(i: dict) -> list[str]:
 
 def alternative_lines(a: dict) -> list[str]:
     lines = [f"other initialisations, {len(a['seeds'])} seeds: V1 − baseline under each (default {ci(a['default_gap'])})"]
-    for label, r in a.items():
-        if label in ("seeds", "default_gap"):
-            continue
+    for r in a["changes"].values():
         change = f"; change of the gap {ci(r['gap_change'])}" if "gap_change" in r else " (V1 only)"
-        lines.append(f"  {label:<36} V1 − baseline {ci(r['gap'])}{change}")
+        lines.append(f"  {r['label']:<36} V1 − baseline {ci(r['gap'])}{change}; V1 itself {ci(r['diff_v1_vs_default'])}")
     return lines
 
 
