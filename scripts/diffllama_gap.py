@@ -13,8 +13,9 @@ scale, not to our code.
 What is shared with the course (read from diffattn, not copied): the cpu-small preset (diffattn.config.PRESETS), the
 text task and its validation windows (diffattn.data.make_task), the optimizer and schedule (diffattn.train.make_optimizer:
 AdamW betas (0.9, 0.95), decay 0.1 on matrices and none on vectors or λ, warmup then cosine to 0.1·lr), the seed
-convention (torch.manual_seed(seed) before the weights, a data generator seeded seed + 1) and the summed-then-divided
-loss of diffattn.train.train_step with global-norm clipping. The models are transformers' own, configured so that
+convention (torch.manual_seed(seed) before the weights, a data generator seeded seed + 1). The step itself mirrors
+diffattn.train.train_step for one process without accumulation (summed CE / counted targets, global-norm clip
+1.0), since train_step expects a diffattn GPT. The models are transformers' own, configured so that
 DiffLlama's attention is the course's V1 (num_attention_heads = h_base d-wide heads, i.e. h_base/2 differential
 heads; num_key_value_heads = h_kv, i.e. h_kv/2 KV groups with 2d-wide values; as in diffattn.bench.bench_vs_hf_diffllama).
 The known differences from the course's models are listed in MISMATCHES and written into the JSON.

@@ -52,8 +52,9 @@ def compare(preset: str) -> dict:
     return _read(outputs_dir() / "compare" / f"{preset}-text" / "summary.json")
 
 
-def study() -> dict:
-    return _read(outputs_dir() / "study" / "summary.json")
+def study(name: str = "summary.json") -> dict:
+    """outputs/study/summary.json, or another file of the study's folder (diffllama.json: scripts/diffllama_gap.py)."""
+    return _read(outputs_dir() / "study" / name)
 
 
 def machine_line(machine: dict) -> str:

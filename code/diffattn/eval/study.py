@@ -143,7 +143,7 @@ def retrieval(runs: dict, seeds) -> dict:
             per_seed = []
             for s in seeds:
                 evals = _evals(runs[(task, v, s)])
-                t["steps"] = [r["step"] for r in evals]
+                t["steps"], t["tokens"] = [r["step"] for r in evals], [r["tokens"] for r in evals]
                 flags = [[float(ch == "1") for ch in r["val_answered"]] for r in evals]
                 tests = [clustered_difference(f, probs[best], clusters) for f in flags]
                 leaves = next((r["step"] for r, test in zip(evals, tests) if test["above"]), None)

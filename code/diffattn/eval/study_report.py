@@ -100,24 +100,32 @@ COLOURS = {"baseline": "tab:blue", "baseline_2h": "tab:cyan", "diff_v1": "tab:or
 
 
 def retrieval_curves(tasks: dict[str, Any], path: Path) -> Path:
-    """Accuracy against training step per task, one line per seed, the key-free nulls as dashed lines."""
+    """Per task: exact-match accuracy (top) and answer loss (bottom) against training tokens, one line per seed; the
+    nulls as dashed lines (accuracy) and ln(alphabet) as the loss of a uniform guess."""
     from diffattn.plotting import new_figure, save
 
-    fig, _ = new_figure(width=5.2 * len(tasks), height=4.0)
+    fig, _ = new_figure(width=5.2 * len(tasks), height=7.0)
     fig.clf()
-    panels = fig.subplots(1, len(tasks))
-    for ax, (task, t) in zip(panels if len(tasks) > 1 else [panels], tasks.items()):
+    panels = fig.subplots(2, len(tasks), squeeze=False)
+    for column, (task, t) in enumerate(tasks.items()):
+        top, bottom = panels[0][column], panels[1][column]
+        xs = t.get("tokens", t["steps"])
         for v in EVALUATED:
             for i, run in enumerate(t["variants"][v]["runs"]):
-                ax.plot(t["steps"], run["accuracy"], color=COLOURS[v], alpha=0.8, label=LABELS[v] if i == 0 else None)
+                label = LABELS[v] if i == 0 else None
+                top.plot(xs, run["accuracy"], color=COLOURS[v], alpha=0.8, label=label)
+                bottom.plot(xs, run["answer_loss"], color=COLOURS[v], alpha=0.8, label=label)
         for rule, style in (("copy_any", ":"), ("copy_unanswered", "--"), ("any_binding", "-.")):
             if rule in t["null"] and (rule != "any_binding" or t["null"][rule] < 1):
-                ax.axhline(t["null"][rule], color="black", linestyle=style, linewidth=1, label=f"null: {rule}")
-        ax.set_title(f"{task}: exact-match accuracy on validation")
-        ax.set_xlabel("training step")
-        ax.set_ylim(0, 1)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+                top.axhline(t["null"][rule], color="black", linestyle=style, linewidth=1, label=f"null: {rule}")
+        top.set_title(f"{task}: validation accuracy, {len(t['variants']['baseline']['runs'])} seeds per variant")
+        top.set_ylim(0, 1)
+        top.set_ylabel("exact-match accuracy")
+        bottom.set_ylabel("answer loss (nats per answer byte)")
+        bottom.set_xlabel("training tokens")
+        for ax in (top, bottom):
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
     return save(fig, path)
 
 

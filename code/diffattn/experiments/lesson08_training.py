@@ -131,6 +131,10 @@ def run(progress: bool = True) -> dict:
     found = saved.study()
     results["study"] = {k: found[k] for k in ("text", "init", "alternatives", "training", "wall_s", "runs", "train_s")
                         if k in found}
+    hf = saved.study("diffllama.json")  # scripts/diffllama_gap.py: transformers' DiffLlama − Llama, dev-only
+    if hf:
+        results["study"]["diffllama"] = {k: hf[k] for k in ("transformers", "seeds", "gap", "llama_final",
+                                                            "diffllama_final", "machine", "wall_s")}
     return results
 
 
@@ -195,6 +199,10 @@ def study_lines(s: dict) -> list[str]:
                      + (f"; {t['machine']['note']}" if "note" in t["machine"] else "") + ")")
     if s.get("wall_s"):
         lines.append(f"  the whole study: {s['runs']} runs, {s['wall_s']:.0f} s of wall time")
+    if "diffllama" in s:
+        h = s["diffllama"]
+        lines.append(f"  transformers {h['transformers']} DiffLlama − Llama at these shapes and budget, {len(h['seeds'])} "
+                     f"seeds (scripts/diffllama_gap.py): {study_report.ci(h['gap'])}")
     return lines
 
 
