@@ -109,6 +109,7 @@ def test_an_oracle_answers_everything_and_the_margin_rule_needs_a_clear_win():
         retrieval.table2(Oracle(64), [65], samples=1)
     sure = retrieval.table2(Oracle(64), [64], samples=2)
     gap = retrieval.paired(sure, unsure)["overall"]  # the same examples: every query answered by one only
+    assert set(retrieval.paired(sure, unsure)["layouts"]) == set(sure["layouts"])
     assert gap["difference"] == 1.0 and gap["ci95"] == [1.0, 1.0] and gap["above"]
     assert sure["overall"]["vs_null"]["above"] and not sure["layouts"]["N1R1"]["vs_null"]["above"]  # null 1 at N=1
 

@@ -128,22 +128,25 @@ def table2(model: nn.Module, lengths: Sequence[int], samples: int = 20, seed: in
 
 
 def rows(table: dict) -> dict[str, dict]:
-    """Every summarised row of a table2 result by a flat name: overall, many_needles, layouts.N4R2, depths.0.50, …"""
+    """Every row of a table2 result (or of `paired`'s) by a flat name: overall, many_needles, layouts.N4R2, …"""
     out = {k: table[k] for k in ("overall", "many_needles") if k in table}
     for group in ("layouts", "lengths", "depths"):
         out |= {f"{group}.{k}": v for k, v in table[group].items()}
     return out
 
 
-def paired(a: dict, b: dict) -> dict[str, dict]:
-    """a − b on every row of two table2 results over the same examples (same seed, lengths, layouts): the paired
-    difference of accuracies, with a bootstrap interval clustered by example."""
-    out = {}
-    for name, ra in rows(a).items():
-        rb = rows(b)[name]
-        require(ra["query_examples"] == rb["query_examples"], f"paired needs the same examples ({name} differs)")
-        out[name] = clustered_difference([float(c == "1") for c in ra["answered_flags"]],
-                                         [float(c == "1") for c in rb["answered_flags"]], ra["query_examples"])
+def paired(a: dict, b: dict) -> dict:
+    """a − b on every row of two table2 results over the same examples (same seed, lengths, layouts), laid out like
+    them (overall, many_needles, layouts, lengths, depths): the paired difference of accuracies, with a bootstrap
+    interval clustered by example."""
+    def difference(ra: dict, rb: dict) -> dict:
+        require(ra["query_examples"] == rb["query_examples"], "paired needs two tables over the same examples")
+        return clustered_difference([float(c == "1") for c in ra["answered_flags"]],
+                                    [float(c == "1") for c in rb["answered_flags"]], ra["query_examples"])
+
+    out: dict = {k: difference(a[k], b[k]) for k in ("overall", "many_needles") if k in a}
+    for group in ("layouts", "lengths", "depths"):
+        out[group] = {k: difference(a[group][k], b[group][k]) for k in a[group]}
     return out
 
 

@@ -141,8 +141,8 @@ def tables(v: dict) -> list[str]:
     lines += [row(label, [signed(cell(n, key)["vs_null"]) for n in names]) for label, key in keyed]
     if any("vs_baseline" in v[n] and isinstance(v[n]["vs_baseline"], dict) for n in names):
         lines += ["", row("− baseline, paired [95%]", [LABELS[n] for n in names])]
-        lines += [row(label, [signed(v[n]["vs_baseline"][key]) if n != "baseline" else "–" for n in names])
-                  for label, key in keyed]
+        lines += [row(label, [signed(retrieval.rows(v[n]["vs_baseline"])[key]) if n != "baseline" else "–"
+                              for n in names]) for label, key in keyed]
     lines += ["", f"share of |effective attention| at the query's `=` row (N=4, R=2, context "
                   f"{v[names[0]]['allocation']['length']}): answer record / haystack", row("", [LABELS[n] for n in names])]
     for layer in range(len(v[names[0]]["allocation"]["layer_mean"]["answer"])):
@@ -187,7 +187,11 @@ def report(results: dict) -> str:
         lines += ["", "N=4 and N=6 together (R=2), every training seed: accuracy [95%] / null",
                   row("", [LABELS[n] for n in names])]
         lines += [row(f"seed {seed}", [interval(v[n]["many_needles"][seed]) for n in names]) for seed in range(m["seeds"])]
-        lines.append(row(f"mean [t 95%] over {m['seeds']} seeds", [signed(v[n]["many_needles_t"]) for n in names]))
+        lines += [row(f"seed {seed}, − null", [signed(v[n]["many_needles"][seed]["vs_null"]) for n in names])
+                  for seed in range(m["seeds"])]
+        lines.append(row(f"mean [t 95%] over {m['seeds']} seeds", [
+            f"{v[n]['many_needles_t']['mean']:.2f} [{v[n]['many_needles_t']['ci95'][0]:.2f}, "
+            f"{v[n]['many_needles_t']['ci95'][1]:.2f}]" for n in names]))
         lines.append(row("− baseline over seeds [t 95%]",
                          [signed(v[n]["many_needles_gap"]) if n != "baseline" else "–" for n in names]))
         lines += [row(f"seed {seed}, − baseline paired", [signed(v[n]["vs_baseline"][seed]) if n != "baseline"
