@@ -290,7 +290,7 @@ def test_bad_resume_gives_one_line_errors(problem, message, tmp_path, capsys, fi
 
 
 def test_retrieval_tasks_train_through_the_same_loop(tmp_path):
-    last = quick_train(tmp_path / "needles", "diff_v2", task="needles", seq_len=128)
+    last = quick_train(tmp_path / "needles", "diff_v2", task="needles", seq_len=128, warmup_steps=1)
     assert last["val_loss"] > 0
     _, config = checkpoint.load_model(tmp_path / "needles")
     assert config["task"]["name"] == "needles"

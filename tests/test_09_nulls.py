@@ -155,3 +155,13 @@ def test_clustering_widens_the_interval_when_the_queries_of_one_example_agree():
 def test_clustered_difference_rejects_mismatched_lengths():
     with pytest.raises(ValueError):
         clustered_difference([1.0], [1.0, 0.0], [0, 1])
+
+
+def test_clustered_difference_is_the_same_whatever_the_last_bits_of_its_inputs():
+    """The nulls are fractions: 1/3 computed two ways differs in the last bit, and the interval must not care (so
+    that another CPU, adding in another order, prints the same digits)."""
+    flags = [float(i % 4 == 0) for i in range(90)]
+    third, also_third = [1 / 3] * 90, [(1 - 2 / 3)] * 90
+    assert third != also_third
+    assert clustered_difference(flags, third, [i // 2 for i in range(90)]) == clustered_difference(
+        flags, also_third, [i // 2 for i in range(90)])

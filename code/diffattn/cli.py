@@ -339,7 +339,7 @@ def cmd_training(args: argparse.Namespace) -> int:
 
 def cmd_study(args: argparse.Namespace) -> int:
     _require_torch("study")
-    from diffattn import study
+    from diffattn.eval import study
 
     return study.main(args)
 

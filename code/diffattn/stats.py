@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import statistics
+from fractions import Fraction
 from typing import Iterable, Sequence
 
 CONFIDENCE = 0.95
 RESAMPLES = 4000
 BOOTSTRAP_SEED = 0  # a fixed generator: the interval of given numbers is the same on every run
+DENOMINATOR = 10**6  # the largest denominator a flag or null probability is read back as (they are k/N, 10^-L, 26^-L)
 
 
 def mean_std(values: Iterable[float]) -> tuple[float, float]:
@@ -50,10 +52,18 @@ def clustered_difference(a: Sequence[float], b: Sequence[float], clusters: Seque
     if not (len(a) == len(b) == len(clusters)) or not a:
         raise ValueError(f"need one a, b and cluster per item (got {len(a)}, {len(b)}, {len(clusters)})")
     ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
+    # Flags and null probabilities are small fractions (k/N records, 10^-L): scaled to integers every sum below is
+    # exact, whatever order numpy adds in on a given CPU, so the interval is the same number everywhere.
+    fractions = [Fraction(x).limit_denominator(DENOMINATOR) - Fraction(y).limit_denominator(DENOMINATOR)
+                 for x, y in zip(a, b)]
+    scale = math.lcm(*(f.denominator for f in fractions))
+    if scale * len(a) >= 2**52:  # too fine to scale exactly: plain floats (rounding-level differences between CPUs)
+        fractions, scale = [Fraction(x) - Fraction(y) for x, y in zip(a, b)], 1
     diff, count = np.zeros(len(ids)), np.zeros(len(ids))
-    for x, y, c in zip(a, b, clusters):
-        diff[ids[c]] += x - y
+    for f, c in zip(fractions, clusters):
+        diff[ids[c]] += float(f * scale)
         count[ids[c]] += 1
+    count *= scale  # Σd / Σn over the scaled sums is the same ratio
     estimate = float(diff.sum() / count.sum())
     if len(ids) < 2 or np.allclose(diff / count, diff[0] / count[0]):  # nothing varies: the interval is the point
         low = high = estimate

@@ -151,38 +151,3 @@ def training_passes(log: Path) -> list[dict]:
         return []
     data = json.loads(log.read_text())
     return data["passes"] if "passes" in data else [data]  # a single pass, as the first version wrote it
-
-
-def main(args) -> int:
-    """`python -m diffattn study`: train what is missing, then summarise (diffattn.eval.study)."""
-    import time
-
-    from diffattn.compare import machine
-    from diffattn.paths import outputs_dir
-    from diffattn.results import write_json_atomic
-    from diffattn.runs import finished, train_missing
-
-    groups = tuple(g.strip() for g in args.groups.split(",") if g.strip()) if args.groups else GROUPS
-    runs = plan(groups, args.retrieval_preset, args.retrieval_steps)
-    out = args.out or outputs_dir() / "study"
-    require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
-    todo = [] if args.summary_only else [r for r in runs if not finished(r.job())]
-    if todo:
-        started = time.perf_counter()
-        try:
-            train_missing([r.job() for r in todo], workers=args.jobs, progress=not args.no_progress)
-        except KeyboardInterrupt:
-            print("interrupted: finished runs are kept and are not retrained next time")
-            return 130
-        finally:  # every pass's wall time, also a pass some runs failed in (the next pass trains only those)
-            log = out / TRAINING_FILE
-            passes = training_passes(log)
-            passes.append({"wall_s": time.perf_counter() - started, "runs_trained": len(todo),
-                           "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
-                           "groups": list(groups), "jobs": args.jobs,
-                           "machine": machine() | ({"note": args.note} if args.note else {})})
-            write_json_atomic(log, {"passes": passes})
-    from diffattn.eval import study as report  # imported after training: it reads what training wrote
-
-    report.write(runs, out)
-    return 0

@@ -115,7 +115,8 @@ def retrieval_curves(tasks: dict[str, Any], path: Path) -> Path:
                 label = LABELS[v] if i == 0 else None
                 top.plot(xs, run["accuracy"], color=COLOURS[v], alpha=0.8, label=label)
                 bottom.plot(xs, run["answer_loss"], color=COLOURS[v], alpha=0.8, label=label)
-        for rule, style in (("copy_any", ":"), ("copy_unanswered", "--"), ("any_binding", "-.")):
+        for rule, style in (("copy_any", ":"), ("copy_unanswered", "--"), ("copy_latest", (0, (5, 1, 1, 1))),
+                            ("any_binding", "-.")):
             if rule in t["null"] and (rule != "any_binding" or t["null"][rule] < 1):
                 top.axhline(t["null"][rule], color="black", linestyle=style, linewidth=1, label=f"null: {rule}")
         top.set_title(f"{task}: validation accuracy, {len(t['variants']['baseline']['runs'])} seeds per variant")

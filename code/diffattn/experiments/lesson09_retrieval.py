@@ -45,8 +45,6 @@ ALLOCATION_SAMPLES = 8  # examples per depth for the attention shares
 # The best head's index is decided by near-ties between similar heads: reported for the heatmap, never quoted.
 ROUNDING = Stable(rel=1e-5, abs=1e-7)
 NUMBER_KINDS = {
-    # the nulls' probabilities are fractions, summed in numpy inside the bootstrap: rounding only
-    "*.vs_null.*": ROUNDING,
     "variants.*.retrieval.*.answer_loss": ROUNDING,
     "variants.*.allocation.best_head.head": Bound(at_least=0),
     "variants.*.allocation.*": ROUNDING,

@@ -40,8 +40,6 @@ SAMPLES = 4  # needles examples per (layout, length, depth) cell, per bit width
 # The histograms are for the figures only (a value on a bin edge moves a count by one): Bound(at_least=0), never quoted.
 ROUNDING = Stable(rel=1e-5, abs=1e-7)
 NUMBER_KINDS = {
-    # the nulls' probabilities are fractions, summed in numpy inside the bootstrap: rounding only
-    "*.vs_null.*": ROUNDING,
     "variants.*.outliers.*": ROUNDING,
     "variants.*.histograms.*": Bound(at_least=0),
     "variants.*.text_loss.*": ROUNDING,

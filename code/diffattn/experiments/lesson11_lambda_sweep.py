@@ -45,8 +45,6 @@ LENGTH = 128
 # The best setting follows from the (exact) accuracies by exercise 11.4's rule, so it is exact too.
 ROUNDING = Stable(rel=1e-5, abs=1e-7)
 NUMBER_KINDS = {
-    # the nulls' probabilities are fractions, summed in numpy inside the bootstrap: rounding only
-    "*.vs_null.*": ROUNDING,
     "variants.*.*.rows.*.answer_loss": ROUNDING,
     "variants.*.*.rows.*.answer_share_best_head": ROUNDING,
     "variants.*.*.trained_lambdas.*": ROUNDING,
