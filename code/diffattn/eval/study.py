@@ -54,7 +54,7 @@ def _paired(a: list[float], b: list[float]) -> dict:
     return {"per_seed": [x - y for x, y in zip(a, b)], **t_interval(x - y for x, y in zip(a, b))}
 
 
-def text(runs: dict, seeds=TEXT_SEEDS) -> dict:
+def text(runs: dict, seeds: list[int]) -> dict:
     base = _finals(runs, "baseline", seeds)
     out: dict[str, Any] = {"seeds": list(seeds), "variants": {}}
     for v in VARIANTS:
@@ -71,7 +71,7 @@ def text(runs: dict, seeds=TEXT_SEEDS) -> dict:
     return out
 
 
-def init(runs: dict, seeds=TEXT_SEEDS) -> dict:
+def init(runs: dict, seeds: list[int]) -> dict:
     cells = {cell: _finals(runs, name, seeds) for cell, (name, _) in INIT_CELLS.items()}
     base, paper = _finals(runs, "baseline", seeds), cells[PAPER_CELL]
     s, s_, e, e_ = (cells[("schedule", "1 − schedule")], cells[("0.8", "1 − schedule")],
@@ -169,15 +169,17 @@ def summarise(runs: list[Run]) -> dict:
     by_task = {(r.task, r.name, r.seed): r for r in runs if r.group == "retrieval"}
     groups = {r.group for r in runs}
     summary: dict[str, Any] = {}
+    def seeds(group: str) -> list[int]:
+        return sorted({r.seed for r in runs if r.group == group})
+
     if "text" in groups:
-        summary["text"] = text(by_name)
+        summary["text"] = text(by_name, seeds("text"))
     if "init" in groups:
-        summary["init"] = init(by_name)
+        summary["init"] = init(by_name, seeds("init"))
     if "alternatives" in groups:
-        seeds = sorted({r.seed for r in runs if r.group == "alternatives"})
-        summary["alternatives"] = alternatives(by_name, seeds)
+        summary["alternatives"] = alternatives(by_name, seeds("alternatives"))
     if "retrieval" in groups:
-        summary["retrieval"] = retrieval(by_task, sorted({r.seed for r in runs if r.group == "retrieval"}))
+        summary["retrieval"] = retrieval(by_task, seeds("retrieval"))
     return summary
 
 
