@@ -27,13 +27,17 @@ from diffattn.stats import clustered_difference, t_interval
 from diffattn.study import (
     ALTERNATIVE_IDS,
     ALTERNATIVES,
+    GROUPS,
     INIT_CELLS,
     RETRIEVAL_TASKS,
     TEXT_PRESET,
     TEXT_SEEDS,
+    TRAINING_FILE,
     Run,
     alternative_name,
     cell_key,
+    plan,
+    training_passes,
 )
 
 PAPER_CELL = ("schedule", "1 − schedule")  # the paper's V1: λ starts at the schedule, heads scaled by 1 − it
@@ -185,7 +189,6 @@ def summarise(runs: list[Run]) -> dict:
 
 def write(runs: list[Run], out: Path) -> dict:
     from diffattn.eval.study_report import figures, format_table
-    from diffattn.study import TRAINING_FILE, training_passes
 
     summary = summarise(runs)
     summary["runs"] = len(runs)
@@ -213,7 +216,6 @@ def main(args) -> int:
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
     from diffattn.runs import finished, train_missing
-    from diffattn.study import GROUPS, TRAINING_FILE, plan, training_passes
 
     groups = tuple(g.strip() for g in args.groups.split(",") if g.strip()) if args.groups else GROUPS
     runs = plan(groups, args.retrieval_preset, args.retrieval_steps)
