@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: new-lesson course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check train-small clean help
+.PHONY: new-lesson course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -80,8 +80,12 @@ lessons-check: $(STAMP)
 lessons-sync: $(STAMP)
 	$(PY) -m diffattn lessons sync
 
+# The prepared GPU run (README, "GPU track"); gpu-rehearsal runs it on CPU at cpu-tiny size, as `make test` does.
 gpu-check:
 	bash scripts/gpu_check.sh
+
+gpu-rehearsal: $(STAMP)
+	OUT=outputs/gpu/rehearsal PYTHON=$(PY) bash scripts/gpu_check.sh --cpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache results.json mutants autograder.zip

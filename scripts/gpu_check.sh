@@ -1,69 +1,141 @@
 #!/usr/bin/env bash
-# The one prepared GPU run, sized to finish in under 8 minutes on an H100/H200 (every step has its own time limit, and
-# the limits add up to 470 s after start-up). Writes everything to $OUT (default: outputs/gpu/local).
+# The one prepared GPU run (DEVELOPERS.md, "The GPU"): at most 6 minutes on an H200, so that a second try fits in the
+# 15 device minutes, and everything it finished comes back even when a step fails or runs out of time.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh
+#   OUT=/some/dir bash scripts/gpu_check.sh          on the GPU machine: PYTHONPATH=code, its own python3, no installs
+#   OUT=/some/dir bash scripts/gpu_check.sh --cpu    the dress rehearsal: the same steps at CPU sizes (tests/test_gpu_script.py)
 #
-# Uses the machine's own python3 (PyTorch preinstalled; no pip, no network) with PYTHONPATH=code:
-#   1. environment: GPU, driver, torch / CUDA / cuDNN versions, flash-attn presence
-#   2. `python -m diffattn gpu-check`: every attention path vs an fp64 reference in bf16/fp16/fp32, SDPA kernel support
-#      for equal and 2d-wide values, whole modules in bf16 (lesson 06)
-#   3. the GPU tests (tests/test_gpu.py), when pytest is installed
-#   4. `python -m diffattn bench --device cuda`: calibration (copy GB/s, bf16 GEMM) and attention ops fwd / fwd+bwd
-#   5. lesson 08's gpu-small preset, every variant (bf16, compiled): `python -m diffattn compare --preset gpu-small`
-#      writes summary.json (loss curves, tokens/s, MFU, machine), table.txt and compare.png to $OUT/compare-gpu-small.
-#      By default each variant trains GPU_TRAIN_STEPS=150 steps (a timing run that fits the 8-minute budget); the full
-#      preset is 1,200 steps per variant, sized for about 5 minutes each (not yet measured): GPU_TRAIN_STEPS=1200 on a
-#      machine you hold longer. GPU_TRAIN_STEPS=0 skips training.
-#   6. lessons 09-11 on gpu-small `needles` checkpoints (trained when missing): `python -m diffattn eval suite`
-#      writes one JSON per variant and evaluation, and summary.json (machine, GPU), to $OUT/eval-gpu-small
-#      (skipped with GPU_TRAIN_STEPS=0).
-#   7. opt-in (GPU_RETRIEVAL_STEPS=N, default 0: off, it does not fit the 8 minutes with steps 5-6): lesson 09's low-floor
-#      retrieval tasks (diffattn/study.py: 3-digit needles and `rebind`, 3 variants × 3 seeds) at gpu-small's width
-#      and context 2,048, N steps each, learning curves against their nulls: `python -m diffattn study --groups
-#      retrieval --retrieval-preset gpu-small` writes summary.json and table.txt to $OUT/study-gpu-small (the summary
-#      needs scipy). No lesson quotes GPU numbers until such a run is committed.
-# Afterwards copy $OUT to outputs/gpu/<gpu>-<date>/ and commit it (README, "GPU results"); copy eval-gpu-small also
-# to outputs/eval/gpu-small/, where lessons 09-11 read committed suites (diffattn.eval.saved) and report them.
+# What comes back: $OUT holds three files, rewritten after every step (the machine returns at most 8 files):
+#   gpu-check.json   the summary: steps (status, seconds), GPU, driver, torch/CUDA/cuDNN/Triton, compile smoke test,
+#                    kernel agreement and the SDPA kernel SDPA picks, measured GEMM TFLOP/s and copy GB/s, attention
+#                    ops with the kernel that ran, per variant tokens/s and MFU against the measured and the datasheet
+#                    peak, evaluation status (diffattn/gpu_run.py builds it from whatever the steps left)
+#   gpu-results.tgz  every step's full results and log (compare-*/summary.json, table.txt, compare.png, eval-*/...)
+#   last-step.log    the log of the step that ran last
+# Afterwards: unpack into outputs/gpu/<gpu>-<date>/ and commit (README, "GPU track").
+#
+# Steps, each under `timeout` with a kill-after, all under one deadline (GPU_CHECK_BUDGET, default 330 s: a step
+# gets at most what is left; one that cannot get GPU_MIN_STEP seconds is skipped and says so). The 15 s between
+# a step's SIGTERM and its SIGKILL (GPU_GRACE) come out of that budget, so the script ends within 330 s plus the
+# packing after each step (a second each). Estimates for an H200 (issue 15's measurements there: bf16 GEMM about
+# 790 TFLOP/s, copy about 4.3 TB/s), from FLOPs and start-up costs; not yet measured by this script:
+#   environment   nvidia-smi and torch import                                                          ~5 s   limit 30
+#   compile       torch.compile smoke test (one Triton kernel pair, forward + backward)              ~15 s   limit 60
+#                 if it fails, every later step trains with --no-compile
+#   kernels       `gpu-check`: every attention path vs fp64 in bf16/fp16/fp32, SDPA kernels          ~15 s   limit 60
+#   bench         calibration (1 GiB copy × 23, 8192³ bf16 GEMM × 23: ~0.1 s of GPU work) and 5 attention
+#                 ops × 3 shapes, fwd and fwd+bwd (each ≤ 0.6 TFLOP at ≥ 100 TFLOP/s: ms)              ~20 s   limit 60
+#   compare       gpu-small (12 × 768, context 2,048, batch 32: 65,536 tokens per step; 6.2e8 (baseline) to 8.2e8
+#                 (2h heads) training FLOP per token, diffattn.train.training_flops_per_token → 4.1-5.4e13 FLOP
+#                 per step ≈ 0.13-0.17 s at 40% of 790 TFLOP/s), 4 variants × GPU_TRAIN_STEPS=40 steps; per variant
+#                 compile ~35 s + 40 steps ~6 s + 2 evaluations ~1 s + a 1.0-1.2 GB checkpoint ~3 s        ~180 s   limit 190
+#   eval          `eval suite` on gpu-small needles checkpoints trained here, 3 variants × GPU_EVAL_STEPS=20
+#                 steps without compile (~0.3 s/step) + every evaluation at --samples 1                ~90 s   whatever is left
+#   study         opt-in, GPU_RETRIEVAL_STEPS=N (default 0: off; it does not fit the 6 minutes)
+# GPU_TRAIN_STEPS=0 or GPU_EVAL_STEPS=0 skips that step. Results of 40 steps are timings, not model quality: no lesson
+# quotes them. The full preset is 1,200 steps per variant (GPU_TRAIN_STEPS=1200 GPU_CHECK_BUDGET=3600 on a machine
+# held longer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+MODE=gpu
+case "${1:-}" in
+    --cpu) MODE=cpu ;;
+    "") ;;
+    *) echo "usage: OUT=dir bash scripts/gpu_check.sh [--cpu]" >&2; exit 2 ;;
+esac
 OUT=${OUT:-outputs/gpu/local}
 PY=${PYTHON:-python3}
+GRACE=${GPU_GRACE:-15}            # seconds between a step's SIGTERM (it saves what it finished) and SIGKILL
+MIN_STEP=${GPU_MIN_STEP:-20}
 export PYTHONPATH=code${PYTHONPATH:+:$PYTHONPATH}
-mkdir -p "$OUT"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+STAGE=$WORK/results               # what is packed into gpu-results.tgz
+export DIFFATTN_CHECKPOINTS=$WORK/checkpoints   # trained runs (1 GB each on gpu-small) stay out of the results
+mkdir -p "$OUT" "$STAGE/logs"
+START=$SECONDS
 status=0
 
-step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, remember failures
-    local name=$1 limit=$2
-    shift 2
-    echo "== $name"
-    local started=$SECONDS
-    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-    local rc=$?
-    echo "   exit $rc after $((SECONDS - started)) s (log: $OUT/$name.log)"
-    tail -n 25 "$OUT/$name.log"
-    [ "$rc" -eq 0 ] || status=1
+if [ "$MODE" = gpu ]; then
+    DEVICE=cuda PRESET=gpu-small SIZE=() SLOW=1
+    TRAIN_STEPS=${GPU_TRAIN_STEPS:-40} EVAL_STEPS=${GPU_EVAL_STEPS:-20}
+    BUDGET=${GPU_CHECK_BUDGET:-330}
+else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run at CI sizes, in about 2 minutes on
+    # 2 cores (Inductor's C++ compiles take 20-45 s cold, hence three times the GPU's step limits)
+    DEVICE=cpu PRESET=cpu-tiny SIZE=(--bf16) SLOW=3
+    TRAIN_STEPS=${GPU_TRAIN_STEPS:-4} EVAL_STEPS=${GPU_EVAL_STEPS:-4}
+    BUDGET=${GPU_CHECK_BUDGET:-900}
+fi
+
+pack() {  # the summary, the packed results and the last log into $OUT (three files, each replaced whole)
+    "$PY" -m diffattn.gpu_run summary "$STAGE" --out "$STAGE/gpu-check.json" >> "$STAGE/logs/summary.log" 2>&1
+    tar -czf "$WORK/gpu-results.tgz" -C "$STAGE" . && mv -f "$WORK/gpu-results.tgz" "$OUT/gpu-results.tgz"
+    [ -f "$STAGE/gpu-check.json" ] && cp "$STAGE/gpu-check.json" "$OUT/gpu-check.json"
+    [ -f "$1" ] && cp "$1" "$OUT/last-step.log"
 }
 
-step environment 20 bash -c "nvidia-smi; $PY -c 'import torch, importlib.util as u; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"cudnn\", torch.backends.cudnn.version(), \"gpu\", torch.cuda.get_device_name(), \"flash_attn\", u.find_spec(\"flash_attn\") is not None)'"
-step gpu-check 90 "$PY" -m diffattn gpu-check --out "$OUT/gpu-check.json"
-if "$PY" -c "import pytest" 2> /dev/null; then
-    step gpu-tests 60 "$PY" -m pytest -m gpu tests/test_gpu.py -q -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml"
+record() {  # record NAME STATUS RC SECONDS LIMIT: one line of steps.jsonl
+    printf '{"step": "%s", "status": "%s", "rc": %s, "seconds": %s, "limit": %s}\n' "$@" >> "$STAGE/steps.jsonl"
+}
+
+step() {  # step NAME LIMIT COMMAND...: run under the smaller of LIMIT and what the deadline leaves, then pack
+    local name=$1 limit=$2
+    shift 2
+    local log=$STAGE/logs/$name.log
+    local left=$((BUDGET - (SECONDS - START) - GRACE))
+    if [ "$left" -lt "$MIN_STEP" ]; then
+        echo "== $name skipped: ${left} s left of the ${BUDGET} s budget" | tee "$log"
+        record "$name" skipped null 0 "$left"
+        status=1
+        pack "$log"
+        return 1
+    fi
+    limit=$((limit * SLOW))
+    [ "$limit" -gt "$left" ] && limit=$left
+    echo "== $name (limit $limit s)"
+    local started=$SECONDS
+    timeout -k "$GRACE" "$limit" "$@" > "$log" 2>&1
+    local rc=$?
+    local state=ok
+    [ "$rc" -ne 0 ] && state=failed
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && state="timed out"
+    echo "   $state (exit $rc) after $((SECONDS - started)) s"
+    tail -n 15 "$log"
+    if [ "$(wc -c < "$log")" -gt 4000000 ]; then  # a runaway log must not push the archive past 16 MiB
+        tail -c 4000000 "$log" > "$log.tail" && mv "$log.tail" "$log"
+    fi
+    record "$name" "$state" "$rc" "$((SECONDS - started))" "$limit"
+    [ "$state" = ok ] || status=1
+    pack "$log"
+    [ "$state" = ok ]
+}
+
+step environment 30 bash -c "{ command -v nvidia-smi > /dev/null && nvidia-smi; } ; \
+    $PY -m diffattn.gpu_run environment --out $STAGE/environment.json"
+COMPILE=()
+step compile 60 "$PY" -m diffattn.gpu_run smoke --device "$DEVICE" --out "$STAGE/compile-smoke.json" \
+    || COMPILE=(--no-compile)
+[ "$MODE" = cpu ] && [ ${#COMPILE[@]} -eq 0 ] && COMPILE=(--compile)  # cpu-tiny is not compiled by default
+step kernels 60 "$PY" -m diffattn gpu-check --device "$DEVICE" --out "$STAGE/kernels.json"
+if [ "$MODE" = gpu ]; then
+    step bench 60 "$PY" -m diffattn bench --device cuda --no-hf --out "$STAGE/bench.json"
 else
-    echo "== gpu-tests skipped: pytest is not installed here (gpu-check above runs the same checks)"
+    step bench 60 "$PY" -m diffattn bench --device cpu --quick --no-hf --out "$STAGE/bench.json"
 fi
-step bench 60 "$PY" -m diffattn bench --device cuda --quick --no-hf --out "$OUT/bench-cuda.json"
-TRAIN_STEPS=${GPU_TRAIN_STEPS:-150}
-if [ "$TRAIN_STEPS" != "0" ]; then
-    step compare-gpu-small 180 "$PY" -m diffattn compare --preset gpu-small --no-progress \
-        --out "$OUT/compare-gpu-small" ${TRAIN_STEPS:+--steps "$TRAIN_STEPS"}
-    # lessons 09-11 on gpu-small needles checkpoints (trained here when missing): JSON per variant and kind
-    step eval-gpu-small 60 "$PY" -m diffattn eval suite --preset gpu-small --out "$OUT/eval-gpu-small"
+if [ "$TRAIN_STEPS" != 0 ]; then
+    step compare 190 "$PY" -m diffattn compare --preset "$PRESET" --device "$DEVICE" --steps "$TRAIN_STEPS" \
+        "${COMPILE[@]}" "${SIZE[@]}" --no-progress --out "$STAGE/compare-$PRESET"
+fi
+if [ "$EVAL_STEPS" != 0 ]; then
+    step eval 600 "$PY" -m diffattn eval suite --preset "$PRESET" --steps "$EVAL_STEPS" --warmup-steps 1 \
+        --no-compile --samples 1 --out "$STAGE/eval-$PRESET"
 fi
 RETRIEVAL_STEPS=${GPU_RETRIEVAL_STEPS:-0}
-if [ "$RETRIEVAL_STEPS" != "0" ]; then
-    step study-retrieval-gpu-small 300 "$PY" -m diffattn study --groups retrieval --retrieval-preset gpu-small \
-        --retrieval-steps "$RETRIEVAL_STEPS" --out "$OUT/study-gpu-small" --no-progress
+if [ "$RETRIEVAL_STEPS" != 0 ]; then  # lesson 09's low-floor tasks at gpu-small's width (needs scipy for the summary)
+    step study 600 "$PY" -m diffattn study --groups retrieval --retrieval-preset "$PRESET" \
+        --retrieval-steps "$RETRIEVAL_STEPS" --out "$STAGE/study-$PRESET" --no-progress
 fi
-echo "results in $OUT"
+echo "all steps: $((SECONDS - START)) s; results in $OUT:"
+"$PY" -m diffattn.gpu_run check-out "$OUT" || status=1
+ls -l "$OUT"
+rm -rf "$WORK"
 exit $status

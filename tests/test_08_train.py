@@ -329,3 +329,28 @@ def test_sigterm_mid_compare_keeps_finished_variants_and_the_interrupted_run(tmp
     assert partial["finished"] == ["baseline"] and partial["complete"] is False
     assert len(checkpoint.read_metrics(runs / "baseline_2h")) >= 2  # swapped in, not deleted
     assert checkpoint.load_checkpoint(runs / "baseline_2h")["step"] >= 2
+
+
+def test_a_compile_failure_costs_only_its_variant(tmp_path, monkeypatch):
+    """One torch.compile/Inductor failure used to kill every variant of `compare`. Here the compile backend raises
+    for the first model it meets (baseline): that variant is listed as failed with its one-line error, the other three
+    train and are tabulated, and the command exits 1."""
+    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
+    compiled, real_compile = [], torch.compile
+
+    def backend(graph, example_inputs):
+        compiled.append(graph)
+        if len(compiled) == 1:
+            raise RuntimeError("Inductor could not compile\n(pages of generated code)")
+        return graph.forward
+
+    monkeypatch.setattr(torch, "compile", lambda model, **_: real_compile(model, backend=backend))
+    out = tmp_path / "compare"
+    assert cli.main(["compare", "--preset", "cpu-tiny", "--steps", "2", "--compile", "--no-progress",
+                     "--out", str(out)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["failed"]) == ["baseline"] and "Inductor could not compile" in summary["failed"]["baseline"]
+    assert "pages" not in summary["failed"]["baseline"]
+    assert set(summary["variants"]) == {"baseline_2h", "diff_v1", "diff_v2"}
+    assert summary["settings"] == {"compile": True}
+    assert "failed: " in (out / "table.txt").read_text() and not (out / "partial.json").exists()

@@ -276,3 +276,80 @@ def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, 
         assert r["runs"][1]["many_needles"]["asked"] == seed1["layouts"]["N4R2"]["asked"] + seed1["layouts"]["N6R2"]["asked"]
     found = saved.suites()["cpu-tiny"]  # what lessons 09-11 read back
     assert found["summary"] == summary and set(found["variants"]["diff_v1"]) == {p[:-5] for p in kinds["diff_v1"]}
+
+
+def _tiny_suite_preset(monkeypatch, tmp_path):
+    from diffattn import config
+
+    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
+    monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
+        config.PRESETS["cpu-tiny"].model,
+        config.TrainConfig(steps=9, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2,
+                           warmup_steps=5),
+        "test"))
+    return tmp_path / "outputs" / "eval" / "cpu-tiny"
+
+
+def test_eval_suite_trains_with_the_steps_it_is_given(tmp_path, monkeypatch):
+    """scripts/gpu_check.sh passes --steps and --warmup-steps: the checkpoints are trained with them, not the preset's
+    (the GPU run used to train gpu-small's full 1,200 steps against a 60 s limit)."""
+    _tiny_suite_preset(monkeypatch, tmp_path)
+    assert main(["eval", "suite", "--preset", "cpu-tiny", "--steps", "2", "--warmup-steps", "1", "--no-compile",
+                 "--samples", "1", "--lengths", "32"]) == 0
+    state = checkpoint.load_checkpoint(tmp_path / "outputs" / "checkpoints" / "cpu-tiny" / "needles" / "diff_v1")
+    assert state["step"] == 2 and state["config"]["train"]["warmup_steps"] == 1
+    assert state["config"]["train"]["compile"] is False
+
+
+@pytest.mark.parametrize("error, status", [(RuntimeError("out of memory\nsecond line"), 1), (KeyboardInterrupt(), 130)])
+def test_eval_suite_keeps_every_variant_that_finished(tmp_path, monkeypatch, error, status):
+    """A variant that fails (here its evaluation raises) costs that variant only; an interrupt (the SIGTERM of a time
+    limit arrives as KeyboardInterrupt, diffattn.errors.interrupt_as_exception) stops the suite. Either way
+    summary.json holds every variant finished before, marked incomplete."""
+    from diffattn.eval import command
+
+    out = _tiny_suite_preset(monkeypatch, tmp_path)
+    real = command.evaluate
+
+    def failing_for_v1(kind, model, config, args):
+        if model.config.attention == "diff_v1":
+            raise error
+        return real(kind, model, config, args)
+
+    monkeypatch.setattr(command, "evaluate", failing_for_v1)
+    assert main(["eval", "suite", "--preset", "cpu-tiny", "--steps", "2", "--warmup-steps", "1", "--samples", "1",
+                 "--lengths", "32"]) == status
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and "baseline" in summary["variants"] and "diff_v1" not in summary["variants"]
+    if status == 1:
+        assert summary["failed"] == {"diff_v1 seed 0": "RuntimeError: out of memory"}
+        assert "diff_v2" in summary["variants"]  # the variant after the failure still ran
+    else:
+        assert "diff_v2" not in summary["variants"]
+
+
+def test_outliers_keep_only_visible_logits_and_fit_the_sequences_to_a_budget(models):
+    """At gpu-small's size the maps of every layer were kept (about 144 GiB for V2): now each call's visible logits
+    are kept on the CPU and the maps dropped, and the number of sequences fits outliers.LOGIT_BUDGET."""
+    model = models["diff_v2"]
+    calls = []
+    original = Probe.__enter__
+
+    def spy(self):
+        calls.append(self)
+        return original(self)
+
+    inputs = torch.randint(0, 256, (2, 16))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Probe, "__enter__", spy)
+        result = outliers.outliers(model, inputs)
+    assert calls and calls[0].calls == []  # no (b, H, N, N_k) map retained
+    visible = model.config.n_head * 2 * 16 * 17 // 2 * 2  # V2: 2·n_head maps, N(N+1)/2 visible pairs, 2 sequences
+    assert sum(h for h in result["histograms"]["logits"]["counts"]) == visible * model.config.n_layer
+    big = GPTConfig(n_layer=12, d_model=768, n_head=12, n_kv_head=12, max_seq_len=2048)
+    for variant, wanted in (("diff_v2", 1), ("baseline", 1), ("diff_v1", 1)):
+        sized = type("M", (), {"config": matched_configs(big)[variant]})()
+        assert outliers.sequences_within_budget(sized, 2048, wanted=16) == wanted
+    small = type("M", (), {"config": matched_configs(GPTConfig(n_layer=4, d_model=128, n_head=4, n_kv_head=2,
+                                                               max_seq_len=256))["diff_v2"]})()
+    assert outliers.sequences_within_budget(small, 256, wanted=16) == 16  # cpu-small: lesson 10's 16 sequences

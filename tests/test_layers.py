@@ -12,7 +12,8 @@ CODE = Path(__file__).resolve().parents[1] / "code"
 
 # layer: (its modules, by first name under diffattn/), then the layers it may import besides itself
 LAYERS = {
-    "foundation": ({"errors", "paths", "progress", "plotting", "numberkinds", "results", "names", "stats"}, set()),
+    "foundation": ({"errors", "paths", "progress", "plotting", "numberkinds", "results", "names", "stats",
+                    "hardware"}, set()),
     "pure": ({"pure"}, {"foundation"}),
     "config": ({"config"}, {"foundation", "pure"}),
     "torch core": ({"cpu", "nn"}, {"foundation", "pure"}),
@@ -24,7 +25,7 @@ LAYERS = {
     "lessons": ({"experiments", "lessontext"},
                 {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
     "grading": ({"grading"}, {"foundation"}),
-    "entry points": ({"cli", "train_options", "__main__", "scaffold"},
+    "entry points": ({"cli", "train_options", "__main__", "scaffold", "gpu_run"},
                      {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation",
                       "lessons", "grading"}),
 }

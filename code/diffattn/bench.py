@@ -1,7 +1,9 @@
 """Benchmarks: timings are reported, never asserted (lesson 06, README "Benchmarks").
 
-    python -m diffattn bench                 CPU: attention ops + our V1 module vs Hugging Face DiffLlama
+    python -m diffattn bench                 CPU: calibration, attention ops, our V1 module vs Hugging Face DiffLlama
     python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
+
+Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error.
 
 Attention-op TFLOP/s use the FlashAttention benchmark convention (Dao-AILab/flash-attention,
 benchmarks/benchmark_flash_attention.py and hopper/benchmark_attn.py, `flops()`): forward = 2·B·H_q·S_q·S_k·
@@ -11,7 +13,6 @@ actually computes, so V1's four-call path is charged for computing q kᵀ twice.
 
 from __future__ import annotations
 
-import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from diffattn.nn.kernels import attention, diff_v2_gqa_attention, split_value_attention, value_slices
+from diffattn.errors import one_line
+from diffattn.hardware import cpu_name
+from diffattn.nn.kernels import (
+    attention,
+    diff_v2_gqa_attention,
+    resolve_backend,
+    sdpa_choice,
+    split_value_attention,
+    value_slices,
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +78,18 @@ def time_alternating(a: Callable[[], object], b: Callable[[], object], iters: in
     return statistics.median(samples[0]), statistics.median(samples[1])
 
 
-def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, tuple[Callable[[], Tensor], float, float]]:
-    """name -> (forward closure over fresh leaf tensors, useful forward FLOPs, FLOPs the kernels actually execute).
+def kernel_that_runs(q: Tensor, k: Tensor, v: Tensor) -> str:
+    """"flash_attn", "math", or "sdpa:" and the SDPA kernel(s) its dispatcher picks, e.g. "sdpa:CUDNN_ATTENTION"."""
+    backend = resolve_backend(q, k, v)
+    return f"sdpa:{'+'.join(sorted(set(sdpa_choice(q, k, v))))}" if backend == "sdpa" else backend
+
+
+Op = tuple[Callable[[], Tensor], float, float, str]
+
+
+def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[str, Op]:
+    """name -> (forward closure over fresh leaf tensors, useful forward FLOPs, FLOPs the kernels actually execute,
+    the kernel that runs: `kernel_that_runs`).
 
     baseline      h_base heads of (d, d)                       standard attention
     baseline_2h   2·h_base query heads, same KV heads          the "same query width" Transformer V2 is matched to
@@ -103,28 +123,46 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
     def v1(path: Callable[..., Tensor]) -> Callable[[], Tensor]:
         return lambda: path(v1_q1, v1_k1, v1_v) - lam_v1 * path(v1_q2, v1_k2, v1_v)
 
+    equal, wide, v1_equal = kernel_that_runs(q, k, v), kernel_that_runs(v1_q1, v1_k1, v1_v), kernel_that_runs(
+        v1_q1, v1_k1, v1_v[..., :d])
     return {
-        "baseline": (lambda: attention(q, k, v), flops(h, d), flops(h, d)),
-        "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d), flops(2 * h, d)),
-        "diff_v1": (v1(attention), flops(h, 2 * d), flops(h, 2 * d, v1_slices)),
-        "diff_v1_4call": (v1(split_value_attention), flops(h, 2 * d), flops(h, 2 * d, 2)),
-        "diff_v2": (lambda: diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d)),
+        "baseline": (lambda: attention(q, k, v), flops(h, d), flops(h, d), equal),
+        "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d), flops(2 * h, d), kernel_that_runs(q2h, k, v)),
+        "diff_v1": (v1(attention), flops(h, 2 * d), flops(h, 2 * d, v1_slices), wide),
+        "diff_v1_4call": (v1(split_value_attention), flops(h, 2 * d), flops(h, 2 * d, 2), v1_equal),
+        "diff_v2": (lambda: diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d),
+                    kernel_that_runs(q2h, k, v)),
     }
 
 
-def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: torch.dtype, iters: int) -> list[dict]:
-    """Times per op; TFLOP/s from useful FLOPs (what the math needs) and from executed FLOPs (what the kernels do)."""
-    rows = []
+def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: torch.dtype, iters: int,
+                        rows: list[dict] | None = None, saved: Callable[[], None] = lambda: None) -> list[dict]:
+    """Times per op, appended to `rows` with `saved()` called after each (a time limit keeps the finished ones);
+    TFLOP/s from useful FLOPs (what the math needs) and from executed FLOPs (what the kernels do). An op or shape
+    that fails (a kernel that refuses it, out of memory) is a row with its error; the others still run."""
+    rows = [] if rows is None else rows
     for s in shapes:
-        for name, (forward, useful, executed) in attention_ops(s, device, dtype).items():
-            fwd = time_call(lambda: forward(), device, iters=iters)
-            both = time_call(lambda: forward().sum().backward(), device, iters=iters)
-            rows.append({
-                "shape": vars(s), "op": name, "fwd_ms": fwd * 1e3, "fwd_bwd_ms": both * 1e3,
-                "useful_gflop": useful / 1e9, "executed_gflop": executed / 1e9,
-                "fwd_tflops": useful / fwd / 1e12, "fwd_bwd_tflops": 3.5 * useful / both / 1e12,
-                "fwd_executed_tflops": executed / fwd / 1e12,
-            })
+        try:
+            ops = attention_ops(s, device, dtype)
+        except Exception as exc:  # noqa: BLE001  the shape's row says why; the next shape still runs
+            rows.append({"shape": vars(s), "op": "all", "error": one_line(exc)})
+            saved()
+            continue
+        for name, (forward, useful, executed, kernel) in ops.items():
+            row = {"shape": vars(s), "op": name, "kernel": kernel, "useful_gflop": useful / 1e9,
+                   "executed_gflop": executed / 1e9}
+            try:
+                fwd = time_call(lambda: forward(), device, iters=iters)
+                both = time_call(lambda: forward().sum().backward(), device, iters=iters)
+                row |= {"fwd_ms": fwd * 1e3, "fwd_bwd_ms": both * 1e3, "fwd_tflops": useful / fwd / 1e12,
+                        "fwd_bwd_tflops": 3.5 * useful / both / 1e12, "fwd_executed_tflops": executed / fwd / 1e12}
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = one_line(exc)
+            rows.append(row)
+            saved()
+        del ops
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     return rows
 
 
@@ -166,59 +204,62 @@ def bench_vs_hf_diffllama(s: Shape, iters: int) -> dict:
             "ours_fwd_bwd_ms": our_s * 1e3, "speedup_vs_hf": hf_s / our_s}
 
 
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), else whatever the platform module knows."""
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
-
-
 def calibrate(device: torch.device) -> dict:
-    """Practical ceilings on CUDA: device-to-device copy bandwidth and an 8192³ bf16 GEMM on random data."""
-    n_bytes = 1 << 30
+    """Practical ceilings of this run's machine: copy bandwidth (read + write) and a square GEMM on random data,
+    CUDA: 1 GiB and 8192³ in bf16 (the MFU denominator scripts/gpu_check.sh reports beside the datasheet's); CPU:
+    64 MiB and 1024³ in fp32."""
+    cuda = device.type == "cuda"
+    n_bytes, n, dtype = (1 << 30, 8192, torch.bfloat16) if cuda else (1 << 26, 1024, torch.float32)
     src = torch.empty(n_bytes, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     copy_s = time_call(lambda: dst.copy_(src), device, iters=20)
-    a, b = (torch.randn(8192, 8192, device=device, dtype=torch.bfloat16) for _ in range(2))
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     gemm_s = time_call(lambda: a @ b, device, iters=20)
-    return {"copy_GBps": 2 * n_bytes / copy_s / 1e9, "bf16_gemm_tflops": 2 * 8192**3 / gemm_s / 1e12,
-            "cudnn_version": torch.backends.cudnn.version()}
+    return {"copy_GBps": 2 * n_bytes / copy_s / 1e9, "gemm_tflops": 2 * n**3 / gemm_s / 1e12,
+            "gemm": f"{n}x{n}x{n} {str(dtype).removeprefix('torch.')}"}
 
 
-def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True) -> dict:
+def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True,
+        saved: Callable[[dict], None] = lambda info: None) -> dict:
+    """Calibration, attention ops, the DiffLlama comparison (CPU); `saved(info)` after every part and op."""
     dev = torch.device(device)
     iters = 3 if quick else 10
     info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
             "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads()}
-    if dev.type == "cuda":
+    shapes, dtype = (GPU_SHAPES, torch.bfloat16) if dev.type == "cuda" else (CPU_SHAPES, torch.float32)
+    try:
         info["calibration"] = calibrate(dev)
-        shapes, dtype = GPU_SHAPES, torch.bfloat16
-    else:
-        shapes, dtype = CPU_SHAPES, torch.float32
+    except Exception as exc:  # noqa: BLE001  the ops are still worth timing
+        info["calibration"] = {"error": one_line(exc)}
     info["dtype"] = str(dtype).removeprefix("torch.")
-    info["attention_ops"] = bench_attention_ops(shapes[:1] if quick else shapes, dev, dtype, iters)
+    info["attention_ops"] = []
+    saved(info)
+    bench_attention_ops(shapes[:1] if quick else shapes, dev, dtype, iters, info["attention_ops"], lambda: saved(info))
     if vs_hf and dev.type == "cpu":
         info["vs_hf_diffllama"] = [bench_vs_hf_diffllama(s, iters) for s in CPU_SHAPES]
+        saved(info)
     return info
 
 
 def format_report(info: dict) -> str:
     lines = [f"{info['date']} · {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} threads"]
-    if "calibration" in info:
-        c = info["calibration"]
-        lines.append(f"calibration: copy {c['copy_GBps']:.0f} GB/s · bf16 GEMM {c['bf16_gemm_tflops']:.0f} TFLOP/s")
+    c = info.get("calibration", {})
+    if "error" in c:
+        lines.append(f"calibration failed: {c['error']}")
+    elif c:
+        lines.append(f"calibration: copy {c['copy_GBps']:.0f} GB/s · GEMM {c['gemm']} {c['gemm_tflops']:.3g} TFLOP/s")
     lines.append("TF/s count useful FLOPs; 'exec' counts what the kernels run (q kᵀ again for each value slice)")
     lines.append(f"{'shape (B,S,h,d,h_kv)':<24}{'op':<15}{'fwd ms':>9}{'fwd+bwd ms':>12}{'fwd TF/s':>10}{'f+b TF/s':>10}"
-                 f"{'exec TF/s':>10}")
+                 f"{'exec TF/s':>10}  kernel")
     for r in info["attention_ops"]:
         s = r["shape"]
         shape = f"{s['batch']},{s['seq']},{s['heads']},{s['head_dim']},{s['kv_heads']}"
+        if "error" in r:
+            lines.append(f"{shape:<24}{r['op']:<15}failed: {r['error']}")
+            continue
         lines.append(f"{shape:<24}{r['op']:<15}{r['fwd_ms']:>9.2f}{r['fwd_bwd_ms']:>12.2f}"
-                     f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}{r['fwd_executed_tflops']:>10.3f}")
+                     f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}{r['fwd_executed_tflops']:>10.3f}"
+                     f"  {r['kernel']}")
     for r in info.get("vs_hf_diffllama", []):
         if "skipped" in r:
             lines.append(f"vs HF DiffLlama: skipped ({r['skipped']})")

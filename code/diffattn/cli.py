@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from diffattn import experiments, train_options
-from diffattn.errors import ConfigError
+from diffattn.errors import ConfigError, interrupt_as_exception
 from diffattn.eval import command as eval_command
 from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.paths import lessons_dir, outputs_dir
@@ -130,18 +130,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     gpu = sub.add_parser("gpu-check", help="CUDA backend agreement and kernel report (scripts/gpu_check.sh); needs torch")
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
+    gpu.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                     help="cpu: the same report on CPU, for gpu_check.sh's rehearsal (default: %(default)s)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        status = COMMANDS[args.command](args)
+        with interrupt_as_exception():  # a time limit's SIGTERM: every command's KeyboardInterrupt path runs
+            status = COMMANDS[args.command](args)
         sys.stdout.flush()  # inside the try: a reader that already left must not fail the flush at exit
         return status
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    except KeyboardInterrupt:  # a command with no work of its own to keep (training and compare handle theirs)
+        sys.stderr.write("interrupted\n")
+        return 130
     except BrokenPipeError:  # `... --json | head -1`: the reader left; not an error of ours, and no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's recipe: no second error at exit
         return 0
@@ -298,11 +304,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
     from diffattn import bench
 
-    info = bench.run(device, quick=args.quick, vs_hf=not args.no_hf)
+    # written after every op, so that a time limit keeps the rows that finished
+    info = bench.run(device, quick=args.quick, vs_hf=not args.no_hf,
+                     saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
     print(bench.format_report(info))
-    if args.out:
-        write_json_atomic(args.out, info)
-    return 0
+    failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})
+    return 1 if failed else 0
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -318,11 +325,11 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
     torch = _require_torch("gpu-check")
-    if not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("gpu-check needs a CUDA GPU (none is visible); the CPU checks run in `make test`")
     from diffattn.nn.device import device_report
 
-    report = device_report("cuda")
+    report = device_report(args.device)
     print(json.dumps(report, indent=1))
     if args.out:
         write_json_atomic(args.out, report)

@@ -26,7 +26,8 @@ from torch.nn import functional as F
 from diffattn import checkpoint
 from diffattn.config import build_configs, default_out
 from diffattn.data import make_task
-from diffattn.errors import require
+from diffattn.errors import ConfigError, one_line, require
+from diffattn.hardware import cpu_name, datasheet_peak
 from diffattn.model import GPT, parameter_breakdown
 from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
@@ -37,8 +38,6 @@ from diffattn.train import train
 
 PARTIAL = "partial.json"  # the variants finished so far, while a comparison runs (removed when it completes)
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
-# Dense bf16 peak FLOP/s by GPU name (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s), for MFU.
-PEAK_BF16 = {"H100": 989e12, "H200": 989e12}
 
 
 def run_summary(out: Path) -> dict[str, Any]:
@@ -63,14 +62,7 @@ def run_summary(out: Path) -> dict[str, Any]:
 
 def machine() -> dict[str, Any]:
     """What the timings were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    except OSError:
-        pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+    info = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "date": datetime.date.today().isoformat()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
@@ -79,18 +71,20 @@ def machine() -> dict[str, Any]:
 
 def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], steps: int | None = None,
                 progress: bool = True, lambda_init: float | None = None, name: str | None = None,
-                reuse: bool = False) -> dict[str, Any]:
+                reuse: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train one variant once per seed into default_out(preset, task, name or variant, seed), overwriting (with
     `reuse`, a folder that already holds the same run finished is kept: `make train-small` trains every run once, in
-    `python -m diffattn study`), and summarise: size, FLOPs, every run, the final loss's mean and spread over seeds."""
-    model_config, _ = build_configs(preset, variant, lambda_init, task=task, steps=steps)
+    `python -m diffattn study`), and summarise: size, FLOPs, every run, the final loss's mean and spread over seeds.
+    `settings` overrides the preset's device, compile and bf16 (TrainConfig fields)."""
+    settings = settings or {}
+    model_config, _ = build_configs(preset, variant, lambda_init, task=task, steps=steps, **settings)
     with torch.device("meta"):  # counting only
         parts = parameter_breakdown(GPT(model_config))
     runs = []
     for seed in seeds:
         out = default_out(preset, task, name or variant, seed)
-        job = (preset, model_config, build_configs(preset, variant, lambda_init, task=task, seed=seed, steps=steps)[1],
-               out)
+        job = (preset, model_config,
+               build_configs(preset, variant, lambda_init, task=task, seed=seed, steps=steps, **settings)[1], out)
         if not (reuse and finished(job)):
             train_fresh(*job, progress=progress)
         runs.append({"seed": seed, **run_summary(out)})
@@ -106,9 +100,9 @@ def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], st
     }
 
 
-def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
+def train_settings(preset: str, task: str, steps: int | None, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The budget every run of a comparison shares."""
-    _, c = build_configs(preset, "baseline", task=task, steps=steps)
+    _, c = build_configs(preset, "baseline", task=task, steps=steps, **(settings or {}))
     return {"train": {k: getattr(c, k) for k in ("steps", "batch_size", "seq_len", "lr", "warmup_steps",
                                                  "weight_decay", "grad_clip", "eval_sequences")},
             "tokens": c.steps * c.batch_size * c.seq_len, "device": c.device}
@@ -116,17 +110,27 @@ def train_settings(preset: str, task: str, steps: int | None) -> dict[str, Any]:
 
 def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS,
             progress: bool = True, timings: bool = True, steps: int | None = None,
-            partial: Path | None = None, reuse: bool = False) -> dict[str, Any]:
+            partial: Path | None = None, reuse: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
     wall-clock figure, leaving only numbers that training computes. With `partial`, the variants finished so far are
-    written there (JSON) after each one, so a run stopped by a time limit keeps them."""
+    written there (JSON) after each one, so a run stopped by a time limit keeps them. A variant whose training raises
+    (a torch.compile failure, out of memory) is listed under "failed" with its error and the others still train."""
     started = time.perf_counter()
     results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
+    if settings:
+        results["settings"] = settings
     for variant in variants:
-        results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress, reuse=reuse)
+        try:
+            results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress, reuse=reuse,
+                                                       settings=settings)
+        except (KeyboardInterrupt, ConfigError):
+            raise  # bad input fails the same for every variant; an interrupt stops the comparison
+        except Exception as exc:  # noqa: BLE001  reported with the variant's name; the next variant still trains
+            results.setdefault("failed", {})[variant] = one_line(exc)
+            sys.stderr.write(f"{variant} failed: {one_line(exc)}\n")
         if partial is not None:
             write_json_atomic(partial, {**results, "finished": list(results["variants"]), "complete": False})
-    budget = train_settings(preset, task, steps)
+    budget = train_settings(preset, task, steps, settings)
     results["train"], results["tokens"] = budget["train"], budget["tokens"]
     if timings:
         # reused runs were timed when they trained: then the figure is the sum of every run's own training time
@@ -134,8 +138,9 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
                              else time.perf_counter() - started)
         results["wall_is_sum_of_runs"] = reuse
         results["machine"] = machine()
-        peak = next((f for name, f in PEAK_BF16.items() if name in results["machine"].get("gpu", "")), None)
-        if peak and budget["device"].startswith("cuda"):  # model FLOPs utilisation: useful FLOPs/s over the bf16 peak
+        peak = datasheet_peak(results["machine"].get("gpu"))
+        if peak and budget["device"].startswith("cuda"):  # model FLOPs utilisation: useful FLOP/s over the datasheet
+            # bf16 peak (gpu_check.sh's gpu-check.json also divides by the GEMM peak it measured on that run)
             for r in results["variants"].values():
                 r["mfu"] = r["flops_per_token"] * r["tokens_per_s"] / peak
         return results
@@ -151,8 +156,8 @@ def bare_loop_tokens_per_s(preset: str, variant: str, steps: int) -> float:
     task, data_rng = make_task(c.task, c.seq_len), torch.Generator().manual_seed(c.seed + 1)
     times = []
     for _ in range(steps):
-        started = time.perf_counter()
         x, y = task.batch(c.batch_size, c.seq_len, data_rng)
+        started = time.perf_counter()  # as the trainer: the step, not the batch building
         loss = F.cross_entropy(model(x.to(c.device)).flatten(0, 1), y.to(c.device).flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -203,7 +208,9 @@ def format_table(results: dict[str, Any]) -> str:
         lines.append(f"  {LABELS[name]:<10}{r['params']:>10,}{r['attention_per_layer']:>12,}"
                      f"{r['flops_per_token'] / 1e6:>12.2f}M{r['val_loss_mean']:>10.3f}{r['val_loss_std']:>8.3f}"
                      f"{diff:>9}" + (f"{r['tokens_per_s']:>10,.0f}" if timed else "")
-                     + (f"  MFU {r['mfu']:.1%}" if "mfu" in r else ""))
+                     + (f"  MFU {r['mfu']:.1%} of the datasheet peak" if "mfu" in r else ""))
+    for name, error in results.get("failed", {}).items():
+        lines.append(f"  {LABELS[name]:<10}failed: {error}")
     if timed:
         lines.append(timing_line(results))
     return "\n".join(lines)
@@ -266,19 +273,23 @@ def main(args) -> int:
             write_json_atomic(args.out / "overhead.json", result)
         return 0
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
-    build_configs(args.preset, "baseline", task=args.task, steps=args.steps)  # bad input fails before any training
+    settings = {key: value for key, value in (("device", args.device), ("compile", args.compile), ("bf16", args.bf16))
+                if value is not None}
+    build_configs(args.preset, "baseline", task=args.task, steps=args.steps, **settings)  # bad input fails first
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
     out.mkdir(parents=True, exist_ok=True)
     try:
         results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
-                          steps=args.steps, partial=out / PARTIAL, reuse=args.reuse)
+                          steps=args.steps, partial=out / PARTIAL, reuse=args.reuse, settings=settings)
     except KeyboardInterrupt:
         kept = f"the variants finished so far are in {out / PARTIAL}" if (out / PARTIAL).is_file() else "no variant finished"
         sys.stderr.write(f"interrupted: {kept}; the interrupted run kept its metrics and last checkpoint\n")
         return 130
     save_results(results, out, args.note, format_table, plot, "compare.png")
     (out / PARTIAL).unlink(missing_ok=True)
-    return 0
+    for variant, error in results.get("failed", {}).items():
+        sys.stderr.write(f"error: {variant} did not train ({error}); the other variants' results are in {out}\n")
+    return 1 if "failed" in results else 0
 
 
 def save_results(results: dict[str, Any], out: Path, note: str | None, tabulate, draw, figure: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from diffattn.errors import require, require_positive
 from diffattn.names import ATTENTION, BACKENDS, TASKS, VARIANTS
-from diffattn.paths import outputs_dir
+from diffattn.paths import checkpoints_dir
 from diffattn.pure.accounting import swiglu_width
 
 # SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
@@ -133,7 +133,7 @@ class TrainConfig:
     checkpoint_every: int = 50
     seed: int = 0
     device: str = "cpu"
-    bf16: bool = False  # bf16 autocast (CUDA only); parameters and optimizer state stay fp32
+    bf16: bool = False  # bf16 autocast (GPU presets; on CPU for gpu_check.sh's rehearsal); weights and AdamW stay fp32
     compile: bool = False
     data: str | None = None  # --data FILE or folder for the text task (None: the built-in corpus)
     task_options: dict[str, Any] = field(default_factory=dict)
@@ -202,7 +202,6 @@ def check_train_config(c: TrainConfig) -> None:
 
         require(torch.cuda.is_available(), f"device {c.device} needs a CUDA GPU and none is visible "
                                            f"(pass --device cpu to run this preset on CPU, slowly)")
-    require(not c.bf16 or c.device.startswith("cuda"), "bf16 autocast is for CUDA; CPU training runs in fp32")
 
 
 def parse_task_options(items: list[str]) -> dict[str, int]:
@@ -218,8 +217,8 @@ def parse_task_options(items: list[str]) -> dict[str, int]:
 
 
 def default_out(preset: str, task: str, variant: str, seed: int = 0) -> Path:
-    """outputs/checkpoints/<preset>/<task>/<variant>/ (seed 0) or …/<variant>-seed<S>/."""
-    return outputs_dir() / "checkpoints" / preset / task / (variant if seed == 0 else f"{variant}-seed{seed}")
+    """outputs/checkpoints/<preset>/<task>/<variant>/ (seed 0) or …/<variant>-seed<S>/ (paths.checkpoints_dir)."""
+    return checkpoints_dir() / preset / task / (variant if seed == 0 else f"{variant}-seed{seed}")
 
 
 def run_config(preset: str, model: GPTConfig, train: TrainConfig) -> dict[str, Any]:

@@ -1,8 +1,14 @@
-"""The one exception type for bad input.
+"""The one exception type for bad input, and interrupts as exceptions.
 
 `ConfigError` is a `ValueError`, so library callers can catch either; the command line turns it into a one-line
-message and exit code 2 (see `diffattn.cli`).
+message and exit code 2 (see `diffattn.cli`). A time limit's SIGTERM becomes KeyboardInterrupt like Ctrl-C
+(`interrupt_as_exception`), so training saves its last step and `compare` / `eval suite` keep what finished.
 """
+
+import contextlib
+import signal
+import threading
+from typing import Iterator
 
 
 class ConfigError(ValueError):
@@ -19,3 +25,27 @@ def require_positive(**sizes: float) -> None:
     """Every keyword must be > 0, e.g. `require_positive(hidden=4096, heads=32)`."""
     for name, value in sizes.items():
         require(value > 0, f"{name} must be > 0 (got {value})")
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """'TypeError: first line of the message' (a compiler's error can run to pages); a first line that ends in ':'
+    ("backend='inductor' raised:") is continued by the next, which names the cause."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines[0] if lines else "")
+    return f"{type(exc).__name__}: {text[:limit]}".rstrip(": ")
+
+
+@contextlib.contextmanager
+def interrupt_as_exception() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (a time limit's, or the one torchrun forwards) raise KeyboardInterrupt: the training loop
+    then saves the last completed step (with the data generator rewound to it), a comparison keeps its finished
+    variants. Installed only where SIGTERM still has its default action (nested uses keep the outer one)."""
+    install = (threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
+               and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None))
+    if install:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if install:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -18,5 +18,12 @@ def outputs_dir() -> Path:
     return repo_root() / "outputs"
 
 
+def checkpoints_dir() -> Path:
+    """Where training runs go: $DIFFATTN_CHECKPOINTS (scripts/gpu_check.sh keeps its runs apart), else
+    outputs/checkpoints/ (ignored by git)."""
+    override = os.environ.get("DIFFATTN_CHECKPOINTS")
+    return Path(override) if override else outputs_dir() / "checkpoints"
+
+
 def lessons_dir() -> Path:
     return repo_root() / "lessons"

@@ -1,17 +1,14 @@
-"""Lesson 08: what makes a resumed run equal the uninterrupted one, and what makes an interrupted one resumable.
+"""Lesson 08: what makes a resumed run equal the uninterrupted one (an interrupted one saves its last step:
+diffattn.errors.interrupt_as_exception turns SIGTERM into KeyboardInterrupt, which the loop catches).
 
     rng_state / restore_rng   the torch, CUDA and data-order generators, saved in every checkpoint
     check_resume              refuse --resume into a checkpoint trained with another config, naming what differs
-    interrupt_as_exception    Ctrl-C and SIGTERM become KeyboardInterrupt, so the loop saves the last step and exits
 """
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -43,18 +40,3 @@ def check_resume(out: Path, config: dict[str, Any]) -> dict[str, Any]:
     require(not differs, f"--resume: the checkpoint in {out} was trained with a different config "
                          f"({', '.join(differs[:4])}); start a new --out or repeat the original command")
     return state
-
-
-@contextlib.contextmanager
-def interrupt_as_exception() -> Iterator[None]:
-    """Ctrl-C (and the SIGTERM torchrun forwards) raise KeyboardInterrupt; the loop then saves the last completed step
-    (with the data generator rewound to it) and exits."""
-    install = (threading.current_thread() is threading.main_thread()  # only the main thread may set handlers
-               and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None))
-    if install:
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if install:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -25,7 +25,7 @@ from diffattn.config import (
     default_out,
     run_config,
 )
-from diffattn.errors import ConfigError
+from diffattn.errors import ConfigError, one_line
 from diffattn.names import VARIANTS
 from diffattn.train import train
 
@@ -59,12 +59,13 @@ def _swap_in(private: Path, out: Path) -> None:
 
 
 def ensure_checkpoints(preset: str = "cpu-tiny", task: str = "text", variants: tuple[str, ...] = VARIANTS,
-                       progress: bool = False, seed: int = 0) -> dict[str, Path]:
+                       progress: bool = False, seed: int = 0, settings: dict[str, Any] | None = None) -> dict[str, Path]:
     """outputs/checkpoints/<preset>/<task>/<variant>/ (…/<variant>-seed<S>/ for seed S > 0) for each variant, training
-    the ones that are missing, stale (another config) or unfinished. Lessons 09-11 and their tests call this."""
+    the ones that are missing, stale (another config, e.g. other `settings`: steps, compile) or unfinished. `eval
+    suite` and tests call this."""
     dirs = {}
     for variant in variants:
-        model, c = build_configs(preset, variant, task=task, seed=seed)
+        model, c = build_configs(preset, variant, task=task, seed=seed, **(settings or {}))
         out = default_out(preset, task, variant, c.seed)
         if not _finished(out, run_config(preset, model, c)):
             train_fresh(preset, model, c, out, progress=progress)
@@ -112,7 +113,7 @@ def _attempt(job: Job) -> list[str]:
     try:
         train_fresh(preset, model, c, out)
     except Exception as exc:  # noqa: BLE001  reported with the run's name, after the others
-        return [f"{out}: {type(exc).__name__}: {exc}"]
+        return [f"{out}: {one_line(exc)}"]
     return []
 
 

@@ -46,11 +46,11 @@ from diffattn.config import (
     run_config,
 )
 from diffattn.data import IGNORE_INDEX, VOCAB_SIZE, make_task, retrieval
-from diffattn.errors import ConfigError, require
+from diffattn.errors import ConfigError, interrupt_as_exception, require
 from diffattn.model import GPT
 from diffattn.names import LABELS
 from diffattn.pure import accounting
-from diffattn.resume import check_resume, interrupt_as_exception, restore_rng, rng_state
+from diffattn.resume import check_resume, restore_rng, rng_state
 
 
 class TrainingDiverged(ConfigError):
@@ -250,7 +250,8 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     val_x, val_y = task.validation(c.eval_sequences, c.seq_len)
     val_x, val_y = val_x.to(device), val_y.to(device)
     micro = c.batch_size // (d.world * c.grad_accum)  # rows per rank per micro-step
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if c.bf16 else contextlib.nullcontext
+    # bf16 autocast: the GPU presets; on CPU only in scripts/gpu_check.sh's rehearsal (it is slower there than fp32)
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if c.bf16 else contextlib.nullcontext
     tokens_per_step = c.batch_size * c.seq_len
     flops_per_token = training_flops_per_token(model_config, c.variant, c.seq_len)
 
@@ -283,9 +284,9 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
     try:
         with interrupt_as_exception(), open(metrics_path, "a") if d.main else contextlib.nullcontext() as log:
             while step < c.steps:
-                started = time.perf_counter()
                 data_state = data_rng.get_state()  # an interrupted step is redone from here on --resume
                 x, y = task.batch(c.batch_size, c.seq_len, data_rng)  # (B, T) the global batch, on every rank
+                started = time.perf_counter()  # tokens/s times the step, not the (CPU) batch building
                 try:
                     update = train_step(step_model, model, optimizer, scheduler, x, y, c, d, micro, device, autocast)
                 except TrainingDiverged as exc:

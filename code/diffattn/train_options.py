@@ -54,6 +54,11 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
                              "outputs/compare/<preset>-<task>-lambda-init/")
     parser.add_argument("--reuse", action="store_true",
                         help="keep a run whose folder already holds it finished (same config) instead of retraining")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: the preset's)")
+    parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                        help="torch.compile every variant (default: the preset's; --no-compile when compile fails)")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="bf16 autocast (default: the preset's; on CPU only to rehearse the GPU path)")
     parser.add_argument("--overhead", action="store_true",
                         help="instead: time the trainer's step against a bare loop on the same model (baseline)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

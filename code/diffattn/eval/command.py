@@ -37,6 +37,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `python -m diffattn train`")
     p.add_argument("--preset", default=None, help="suite: the preset whose needles checkpoints to evaluate")
     p.add_argument("--out", type=Path, default=None, help="suite: where the JSON files go")
+    p.add_argument("--steps", type=int, default=None, help="suite: training steps of missing checkpoints (default: "
+                                                          "the preset's; another value is another checkpoint)")
+    p.add_argument("--warmup-steps", type=int, default=None, help="suite: their warmup (default: the preset's)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="suite: torch.compile while training (default: the preset's)")
     p.add_argument("--seeds", type=int, default=1,
                    help="suite: training seeds 0…S-1; seeds after 0 get retrieval only, for the seed spread (default 1)")
     p.add_argument("--lengths", default=None, help="comma-separated context lengths (default: max_seq_len/2 and max)")
@@ -73,7 +78,8 @@ def evaluate(kind: str, model, config: dict, args: argparse.Namespace) -> dict:
         return allocation.allocation(model, max(lengths), args.samples, args.seed)
     if kind == "outliers":
         task = make_task(config["task"]["name"], longest, config["task"].get("data"), config["task"].get("options"))
-        return outliers.outliers(model, task.validation(16, longest)[0])
+        sequences = outliers.sequences_within_budget(model, longest, wanted=16)  # 16 on CPU presets, 1 on gpu-small
+        return outliers.outliers(model, task.validation(sequences, longest)[0])
     if kind == "quantize":
         bits = _numbers(args.bits, int, "--bits")
         quantize.check_bits(bits)
@@ -145,10 +151,14 @@ def many_needles(table: dict) -> dict:
 
 
 def suite(args: argparse.Namespace) -> int:
+    """Per seed and variant: train the needles checkpoint when missing, evaluate it, write its JSON and summary.json
+    (so a time limit keeps every variant that finished; `complete` says whether all did). A variant whose training
+    or evaluation raises (a compile failure, out of memory) is listed under "failed" and the others go on."""
     import time
 
     from diffattn.checkpoint import load_model, read_metrics
     from diffattn.compare import machine
+    from diffattn.errors import one_line
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
     from diffattn.runs import ensure_checkpoints
@@ -157,34 +167,56 @@ def suite(args: argparse.Namespace) -> int:
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
     out = args.out or outputs_dir() / "eval" / args.preset
     device = "cuda" if args.preset.startswith("gpu") else "cpu"
+    settings = {key: value for key, value in (("steps", args.steps), ("warmup_steps", args.warmup_steps),
+                                              ("compile", args.compile)) if value is not None}
     started = time.perf_counter()
     runs: dict[str, list[dict]] = {variant: [] for variant in SUITE_VARIANTS}
-    for seed in range(args.seeds):
-        dirs = ensure_checkpoints(args.preset, "needles", SUITE_VARIANTS, progress=True, seed=seed)
-        for variant, directory in dirs.items():
-            model, config = load_model(directory, device)
-            kinds = ("retrieval",) if seed else KINDS if variant != "baseline" else KINDS[:-1]
-            for kind in kinds:
-                results = evaluate(kind, model, config, args)
-                print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
-                where = out / variant if seed == 0 else out / variant / f"seed{seed}"
-                write_json_atomic(where / f"{kind.replace('-', '_')}.json", results)
-                if kind == "retrieval":
-                    runs[variant].append({"seed": seed, "val_loss": read_metrics(directory)[-1]["val_loss"],
-                                          "overall": results["overall"], "many_needles": many_needles(results)})
-    spread = {variant: {"runs": r, **dict(zip(("many_needles_mean", "many_needles_std"),
-                                              mean_std(x["many_needles"]["accuracy"] for x in r)))}
-              for variant, r in runs.items()}
-    write_json_atomic(out / "summary.json", {
-        "preset": args.preset, "seeds": args.seeds, "samples_per_cell": args.samples, "eval_seed": args.seed,
-        "many_needles_layouts": list(MANY_NEEDLES), "variants": spread,
-        "wall_s": time.perf_counter() - started, "machine": machine()})
+    failed: dict[str, str] = {}
+
+    def write_summary(complete: bool) -> dict:
+        spread = {variant: {"runs": r, **dict(zip(("many_needles_mean", "many_needles_std"),
+                                                  mean_std(x["many_needles"]["accuracy"] for x in r)))}
+                  for variant, r in runs.items() if r}
+        write_json_atomic(out / "summary.json", {
+            "preset": args.preset, "seeds": args.seeds, "samples_per_cell": args.samples, "eval_seed": args.seed,
+            "many_needles_layouts": list(MANY_NEEDLES), "variants": spread, **({"settings": settings} if settings else {}),
+            **({"failed": failed} if failed else {}), "complete": complete,
+            "wall_s": time.perf_counter() - started, "machine": machine()})
+        return spread
+
+    try:
+        for seed in range(args.seeds):
+            for variant in SUITE_VARIANTS:
+                try:
+                    directory = ensure_checkpoints(args.preset, "needles", (variant,), progress=True, seed=seed,
+                                                   settings=settings)[variant]
+                    model, config = load_model(directory, device)
+                    kinds = ("retrieval",) if seed else KINDS if variant != "baseline" else KINDS[:-1]
+                    for kind in kinds:
+                        results = evaluate(kind, model, config, args)
+                        print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
+                        where = out / variant if seed == 0 else out / variant / f"seed{seed}"
+                        write_json_atomic(where / f"{kind.replace('-', '_')}.json", results)
+                        if kind == "retrieval":
+                            runs[variant].append({"seed": seed, "val_loss": read_metrics(directory)[-1]["val_loss"],
+                                                  "overall": results["overall"], "many_needles": many_needles(results)})
+                except (KeyboardInterrupt, ConfigError):
+                    raise
+                except Exception as exc:  # noqa: BLE001  named in the summary; the next variant still runs
+                    failed[f"{variant} seed {seed}"] = one_line(exc)
+                    print(f"error: {variant} seed {seed} failed: {one_line(exc)}")
+                write_summary(complete=False)
+    except KeyboardInterrupt:
+        write_summary(complete=False)
+        print(f"interrupted: the variants finished so far are in {out / 'summary.json'}")
+        return 130
+    spread = write_summary(complete=not failed)
     for variant, r in spread.items():
         print(f"{variant}: 4-6 needles accuracy per seed "
               + ", ".join(f"{x['many_needles']['accuracy']:.3f}" for x in r["runs"])
               + f"; mean {r['many_needles_mean']:.3f} ± {r['many_needles_std']:.3f}")
     print(f"written to {out}")
-    return 0
+    return 1 if failed else 0
 
 
 def main(args: argparse.Namespace) -> int:

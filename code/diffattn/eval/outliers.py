@@ -15,7 +15,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from diffattn.eval.probe import Probe, to_model
+from diffattn.eval.probe import Call, Probe, to_model
+
+# Visible logits kept on the CPU for the exact median (2^28 fp32 values = 1 GiB): at gpu-small's size one
+# sequence of 2,048 tokens already holds 12 layers × 24 maps (V2) × 2,098,176 visible pairs = 604M of them.
+LOGIT_BUDGET = 2**28
 
 
 def stats(values: Tensor) -> dict:
@@ -24,11 +28,25 @@ def stats(values: Tensor) -> dict:
     return {"top1": top, "median": median, "ratio": top / median}
 
 
+def sequences_within_budget(model: nn.Module, length: int, wanted: int) -> int:
+    """How many of `wanted` sequences of `length` tokens keep the visible logits within LOGIT_BUDGET (at least 1)."""
+    c = model.config
+    maps = c.n_head * (2 if c.attention == "diff_v2" else 1)  # per layer: V1 has n_head/2 pairs of maps, V2 2·n_head
+    per_sequence = c.n_layer * maps * length * (length + 1) // 2
+    return max(1, min(wanted, LOGIT_BUDGET // per_sequence))
+
+
 def outliers(model: nn.Module, inputs: Tensor, bins: int = 60) -> dict:
-    """Per-layer top-1 / median of |attention logits| and |hidden states|, plus log-spaced histograms."""
-    with torch.no_grad(), Probe(model) as probe:
+    """Per-layer top-1 / median of |attention logits| and |hidden states|, plus log-spaced histograms. Only the
+    visible logits of each call are kept (on the CPU), never the maps."""
+    parts: dict[int, list[Tensor]] = {}
+
+    def keep_visible_logits(call: Call) -> None:
+        parts.setdefault(call.layer, []).append(call.logits[..., call.visible].float().cpu())
+
+    with torch.no_grad(), Probe(model, on_call=keep_visible_logits) as probe:
         model(to_model(model, inputs))
-    logits = {layer: torch.cat(parts) for layer, parts in probe.logits_by_layer().items()}
+    logits = {layer: torch.cat(p) for layer, p in parts.items()}
     out = {"tokens": int(inputs.numel()), "logits": [], "hidden": []}
     for layer in sorted(logits):
         out["logits"].append(stats(logits[layer]))

@@ -50,11 +50,14 @@ class Call:
 
 @dataclass
 class Probe:
-    """`with Probe(model) as probe: model(tokens)`; then probe.calls, probe.hidden, probe.gates, effective_maps()."""
+    """`with Probe(model) as probe: model(tokens)`; then probe.calls, probe.hidden, probe.gates, effective_maps().
+    With `on_call`, each call goes to it instead of into probe.calls, so the caller keeps only what it needs (whole
+    (b, H, N, N_k) maps of every layer do not fit in memory at gpu-small's size)."""
 
     model: nn.Module
     record: bool = True
     quantizer: Quantizer | None = None
+    on_call: Callable[[Call], None] | None = None
     calls: list[Call] = field(default_factory=list)
     hidden: dict[int, Tensor] = field(default_factory=dict)  # block l's output, (b, N, d_model)
     gates: dict[int, Tensor] = field(default_factory=dict)  # V2 layer l's σ(λ), (b, N, h)
@@ -88,7 +91,7 @@ class Probe:
             logits = self.quantizer(logits, visible)
         weights = torch.softmax(logits.float().masked_fill(~visible, -math.inf), dim=-1).to(q.dtype)
         if self.record:
-            self.calls.append(Call(self.layer, logits, weights, visible))
+            (self.on_call or self.calls.append)(Call(self.layer, logits, weights, visible))
         return torch.einsum("bhqk,bkhd->bqhd", weights, v)
 
     def effective_maps(self) -> dict[int, Tensor]:
@@ -105,10 +108,3 @@ class Probe:
             else:
                 maps[layer] = calls[0].weights
         return maps
-
-    def logits_by_layer(self) -> dict[int, list[Tensor]]:
-        """{layer: [visible logits of each map, flattened]} (V1 has two calls per layer, one per map)."""
-        out: dict[int, list[Tensor]] = {}
-        for c in self.calls:
-            out.setdefault(c.layer, []).append(c.logits[..., c.visible])
-        return out

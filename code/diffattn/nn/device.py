@@ -50,6 +50,8 @@ def device_report(device: str = "cuda") -> dict:
         "available": kernels.available_backends(),
         "auto_bf16": {"equal_dims": kernels.resolve_backend(q, k, v_equal),
                       "v1_values_2d": kernels.resolve_backend(q, k, v_wide)},
+        "sdpa_default_bf16": {"equal_dims": kernels.sdpa_choice(q, k, v_equal),  # what SDPA picks unforced
+                              "v1_values_2d": kernels.sdpa_choice(q, k, v_wide)},
         "sdpa_kernels_bf16": {"equal_dims": kernels.sdpa_kernel_support(q, k, v_equal),
                               "v1_values_2d": kernels.sdpa_kernel_support(q, k, v_wide)},
         "agreement": {str(dt).removeprefix("torch."): kernels.backend_agreement(device, dt)

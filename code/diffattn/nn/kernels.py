@@ -196,6 +196,12 @@ def _sdpa_any_value_width(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tens
 
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    qt, kt, vt, options = _sdpa_arguments(q, k, v, causal)
+    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, **options).transpose(1, 2)
+
+
+def _sdpa_arguments(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> tuple[Tensor, Tensor, Tensor, dict]:
+    """(b, N, H, d) tensors → SDPA's (b, H, N, d) layout and keyword arguments."""
     n_q, n_k, n_rep = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
     # SDPA's is_causal aligns top-left, which is only right when N_q == N_k. A single query (one decode step) sees
     # every cached key; a chunk of several new queries needs the bottom-right mask spelled out.
@@ -205,8 +211,24 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     if n_rep > 1 and not _SDPA_HAS_GQA:  # torch < 2.5 has no enable_gqa: copy each KV head n_rep times
         kt, vt = kt.repeat_interleave(n_rep, dim=1), vt.repeat_interleave(n_rep, dim=1)
     extra = {"enable_gqa": n_rep > 1} if _SDPA_HAS_GQA else {}
-    out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, is_causal=is_causal, **extra)
-    return out.transpose(1, 2)
+    return qt, kt, vt, {"attn_mask": mask, "is_causal": is_causal, **extra}
+
+
+def sdpa_choice(q: Tensor, k: Tensor, v: Tensor, causal: bool = True) -> list[str]:
+    """The SDPA kernel the "sdpa" backend runs for these tensors, as SDPA's own dispatcher picks it, one name per
+    call (on CPU, 2d-wide values are split into d-wide calls). On an H100/H200 with torch 2.11 the default is cuDNN,
+    not FLASH, so every "sdpa" timing names the kernel that ran. (`torch._fused_sdp_choice` is private, present
+    since torch 2.0.)"""
+    from torch.nn.attention import SDPBackend
+
+    parts = v.split(q.shape[-1], dim=-1) if q.device.type == "cpu" and v.shape[-1] != q.shape[-1] else (v,)
+    choices = []
+    for part in parts:
+        qt, kt, vt, options = _sdpa_arguments(q, k, part, causal)
+        gqa = {"enable_gqa": options["enable_gqa"]} if "enable_gqa" in options else {}
+        choice = torch._fused_sdp_choice(qt, kt, vt, options["attn_mask"], 0.0, options["is_causal"], **gqa)
+        choices.append(SDPBackend(choice).name)
+    return choices
 
 
 def _math(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:

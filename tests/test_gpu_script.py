@@ -1,0 +1,124 @@
+"""scripts/gpu_check.sh, rehearsed on CPU (`--cpu`: cpu-tiny, compiled, bf16 autocast on CPU): every step runs and
+leaves its results, and $OUT holds only what the GPU machine sends back (DEVELOPERS.md, "The GPU": at most 8 files,
+16 MiB each, two folders deep, names of letters, digits, '.', '_', '-'). The transfer rules and the deadline are
+tested on their own, without training anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from diffattn.gpu_run import out_problems, summary
+
+ROOT = Path(__file__).resolve().parents[1]
+STEPS = ["environment", "compile", "kernels", "bench", "compare", "eval"]
+VARIANTS = {"baseline", "baseline_2h", "diff_v1", "diff_v2"}
+
+
+def run_script(out: Path, tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp), **env}
+    environment.pop("DIFFATTN_CHECKPOINTS", None)
+    return subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), *args], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    out, tmp = tmp_path_factory.mktemp("out"), tmp_path_factory.mktemp("tmp")
+    run = run_script(out, tmp, "--cpu")
+    with tarfile.open(out / "gpu-results.tgz") as archive:
+        archive.extractall(tmp / "unpacked", filter="data")
+    return run, out, tmp / "unpacked", json.loads((out / "gpu-check.json").read_text())
+
+
+def test_every_step_of_the_rehearsal_succeeds(rehearsal):
+    run, _, _, report = rehearsal
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert [s["step"] for s in report["steps"]] == STEPS
+    assert all(s["status"] == "ok" for s in report["steps"]) and report["complete"], report["steps"]
+
+
+def test_out_holds_only_what_comes_back(rehearsal):
+    _, out, _, _ = rehearsal
+    assert out_problems(out) == []
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-check.json", "gpu-results.tgz", "last-step.log"]
+
+
+def test_the_archive_keeps_every_steps_results_and_log(rehearsal):
+    _, _, unpacked, _ = rehearsal
+    for name in ("environment.json", "compile-smoke.json", "kernels.json", "bench.json", "gpu-check.json",
+                 "compare-cpu-tiny/summary.json", "compare-cpu-tiny/table.txt", "eval-cpu-tiny/summary.json"):
+        assert (unpacked / name).is_file(), name
+    assert {p.stem for p in (unpacked / "logs").glob("*.log")} >= set(STEPS)
+    compare = json.loads((unpacked / "compare-cpu-tiny/summary.json").read_text())
+    assert set(compare["variants"]) == VARIANTS and "failed" not in compare
+    assert compare["settings"] == {"device": "cpu", "compile": True, "bf16": True}
+    assert compare["train"]["steps"] == 4
+    suite = json.loads((unpacked / "eval-cpu-tiny/summary.json").read_text())
+    assert suite["complete"] and set(suite["variants"]) == {"baseline", "diff_v1", "diff_v2"}
+    for variant, kinds in (("baseline", 4), ("diff_v1", 5), ("diff_v2", 5)):
+        assert len(list((unpacked / "eval-cpu-tiny" / variant).glob("*.json"))) == kinds, variant
+
+
+def test_the_summary_reports_what_the_gpu_run_must_bring_back(rehearsal):
+    _, _, _, report = rehearsal
+    assert report["compile"]["ok"] and report["compile"]["device"] == "cpu"
+    machine = report["machine"]
+    assert machine["torch"] and machine["python"] and "cudnn" in machine and "driver" not in machine
+    assert report["kernels"]["agreement_ok"] is True
+    assert report["kernels"]["sdpa_default_bf16"]["equal_dims"] == ["FLASH_ATTENTION"]  # CPU SDPA's fused kernel
+    peaks = report["peaks"]
+    assert peaks["measured_gemm_tflops"] > 0 and peaks["measured_copy_GBps"] > 0
+    assert peaks["datasheet_bf16_tflops"] is None  # no datasheet for a CPU: that MFU is left out, not invented
+    assert {r["op"] for r in report["attention_ops"]} == {"baseline", "baseline_2h", "diff_v1", "diff_v1_4call",
+                                                          "diff_v2"}
+    assert all(r["kernel"].startswith("sdpa:") and r["fwd_ms"] > 0 for r in report["attention_ops"])
+    training = report["compare-cpu-tiny"]
+    assert training["complete"] and set(training["variants"]) == VARIANTS
+    for row in training["variants"].values():
+        assert row["tokens_per_s"] > 0 and row["mfu_vs_datasheet_peak"] is None
+        expected = row["flops_per_token"] * row["tokens_per_s"] / (peaks["measured_gemm_tflops"] * 1e12)
+        assert row["mfu_vs_measured_peak"] == pytest.approx(expected)
+
+
+def test_the_deadline_skips_what_does_not_fit_and_still_reports(tmp_path):
+    """A budget that leaves room for the first step only: the rest are skipped, said so, and packed."""
+    out = tmp_path / "out"
+    run = run_script(out, tmp_path, "--cpu", GPU_CHECK_BUDGET="45", GPU_GRACE="5", GPU_MIN_STEP="30")
+    assert run.returncode == 1
+    report = json.loads((out / "gpu-check.json").read_text())
+    statuses = {s["step"]: s["status"] for s in report["steps"]}
+    assert statuses["environment"] == "ok" and statuses["eval"] == "skipped", statuses
+    assert not report["complete"] and out_problems(out) == []
+    assert "skipped" in (out / "last-step.log").read_text()
+
+
+def test_summary_of_an_empty_stage_is_an_incomplete_report(tmp_path):
+    report = summary(tmp_path)
+    assert report["steps"] == [] and report["complete"] is False and report["attention_ops"] == []
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda out: [(out / f"f{i}.json").write_text("{}") for i in range(8)], "9 files"),
+    (lambda out: (out / "a/b/c").mkdir(parents=True) or (out / "a/b/c/deep.json").write_text("{}"), "3 folders deep"),
+    (lambda out: (out / "bad name.json").write_text("{}"), "name 'bad name.json'"),
+    (lambda out: (out / "big.tgz").write_bytes(b"\0" * (16 * 2**20 + 1)), "16.0 MiB (at most 16 MiB)"),
+    (lambda out: (out / "link.json").symlink_to(out / "ok.json"), "not a plain file"),
+    (lambda out: (out / "folder-link").symlink_to(out, target_is_directory=True), "not a plain file"),
+])
+def test_transfer_rules_reject_what_would_not_come_back(tmp_path, make, problem):
+    (tmp_path / "ok.json").write_text("{}")
+    assert out_problems(tmp_path) == []
+    make(tmp_path)
+    assert any(problem in line for line in out_problems(tmp_path)), out_problems(tmp_path)
+
+
+def test_a_bad_flag_is_one_line_and_exit_2(tmp_path):
+    run = run_script(tmp_path / "out", tmp_path, "--gpu-please")
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0 and "usage" in run.stderr
