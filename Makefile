@@ -21,6 +21,7 @@ help:
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
 	@echo "make new-lesson NN=14 SLUG=roofline  scaffold a lesson's markdown, notebook, experiment, exercise and test"
 	@echo "make train-small the cpu-small results of lessons 08-11 (about an hour on 2 cores; commit outputs/)"
+	@echo "make gpu-check   the prepared GPU run (scripts/gpu_check.sh); make gpu-rehearsal runs it on CPU"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -73,22 +73,45 @@ pack() {  # the summary, the packed results and the last log into $OUT (three fi
     [ -f "$1" ] && cp "$1" "$OUT/last-step.log"
 }
 
-record() {  # record NAME STATUS RC SECONDS LIMIT: one line of steps.jsonl
-    printf '{"step": "%s", "status": "%s", "rc": %s, "seconds": %s, "limit": %s}\n' "$@" >> "$STAGE/steps.jsonl"
+record() {  # record NAME STATUS RC SECONDS LIMIT [REASON]: one line of steps.jsonl
+    printf '{"step": "%s", "status": "%s", "rc": %s, "seconds": %s, "limit": %s, "reason": "%s"}\n' \
+        "$1" "$2" "$3" "$4" "$5" "${6:-}" >> "$STAGE/steps.jsonl"
 }
 
-step() {  # step NAME LIMIT COMMAND...: run under the smaller of LIMIT and what the deadline leaves, then pack
-    local name=$1 limit=$2
+skip() {  # skip NAME REASON: a step that did not run, said so in its log and in steps.jsonl
+    echo "== $1 skipped: $2" | tee "$STAGE/logs/$1.log"
+    record "$1" skipped null 0 0 "$2"
+    status=1
+    pack "$STAGE/logs/$1.log"
+    return 1
+}
+
+lacking() {  # the modules among "$@" that this python cannot import (the GPU machine has no installs)
+    "$PY" -c 'import importlib, sys
+missing = []
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        missing.append(name)
+print(" ".join(missing))' "$@"
+}
+
+step() {  # step NAME LIMIT [--needs "MODULE ..."] COMMAND...: run under the smaller of LIMIT and what the deadline
+    local name=$1 limit=$2 needs=""  # leaves, then pack
     shift 2
-    local log=$STAGE/logs/$name.log
-    local left=$((BUDGET - (SECONDS - START) - GRACE))
-    if [ "$left" -lt "$MIN_STEP" ]; then
-        echo "== $name skipped: ${left} s left of the ${BUDGET} s budget" | tee "$log"
-        record "$name" skipped null 0 "$left"
-        status=1
-        pack "$log"
-        return 1
+    if [ "$1" = --needs ]; then
+        needs=$2
+        shift 2
     fi
+    local log=$STAGE/logs/$name.log
+    local module missing=""
+    for module in torch $needs; do
+        [[ " $LACKING " == *" $module "* ]] && missing="$missing $module"
+    done
+    [ -n "$missing" ] && { skip "$name" "needs${missing}, which $PY cannot import"; return 1; }
+    local left=$((BUDGET - (SECONDS - START) - GRACE))
+    [ "$left" -lt "$MIN_STEP" ] && { skip "$name" "${left} s left of the ${BUDGET} s budget"; return 1; }
     limit=$((limit * SLOW))
     [ "$limit" -gt "$left" ] && limit=$left
     echo "== $name (limit $limit s)"
@@ -109,6 +132,7 @@ step() {  # step NAME LIMIT COMMAND...: run under the smaller of LIMIT and what 
     [ "$state" = ok ]
 }
 
+LACKING=$(lacking torch scipy tqdm)  # once: each check imports the module
 step environment 30 bash -c "{ command -v nvidia-smi > /dev/null && nvidia-smi; } ; \
     $PY -m diffattn.gpu_run environment --out $STAGE/environment.json"
 COMPILE=()
@@ -126,12 +150,13 @@ if [ "$TRAIN_STEPS" != 0 ]; then
         "${COMPILE[@]}" "${SIZE[@]}" --no-progress --out "$STAGE/compare-$PRESET"
 fi
 if [ "$EVAL_STEPS" != 0 ]; then
-    step eval 600 "$PY" -m diffattn eval suite --preset "$PRESET" --steps "$EVAL_STEPS" --warmup-steps 1 \
-        --no-compile --samples 1 --out "$STAGE/eval-$PRESET"
+    # scipy: its intervals (diffattn.stats); issue 15's list of the GPU machine's packages does not name it
+    step eval 600 --needs "scipy tqdm" "$PY" -m diffattn eval suite --preset "$PRESET" --steps "$EVAL_STEPS" \
+        --warmup-steps 1 --no-compile --samples 1 --out "$STAGE/eval-$PRESET"
 fi
 RETRIEVAL_STEPS=${GPU_RETRIEVAL_STEPS:-0}
 if [ "$RETRIEVAL_STEPS" != 0 ]; then  # lesson 09's low-floor tasks at gpu-small's width (needs scipy for the summary)
-    step study 600 "$PY" -m diffattn study --groups retrieval --retrieval-preset "$PRESET" \
+    step study 600 --needs "scipy tqdm" "$PY" -m diffattn study --groups retrieval --retrieval-preset "$PRESET" \
         --retrieval-steps "$RETRIEVAL_STEPS" --out "$STAGE/study-$PRESET" --no-progress
 fi
 echo "all steps: $((SECONDS - START)) s; results in $OUT:"

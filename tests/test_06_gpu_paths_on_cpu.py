@@ -98,3 +98,26 @@ def test_attention_under_compile_has_no_graph_break_from_the_backend_probe():
     q = torch.randn(1, 8, 4, 16)
     explained = torch._dynamo.explain(lambda q: kernels.attention(q, q[:, :, :2], q[:, :, :2]))(q)
     assert explained.graph_break_count == 0, [str(b.reason)[:200] for b in explained.break_reasons]
+
+
+def test_a_failing_op_is_a_row_with_its_error_and_every_row_is_saved_as_it_ends(monkeypatch):
+    """One op that fails (a kernel that refuses a shape, out of memory) used to lose the benchmark's whole JSON: now
+    it is a row naming its error, the other ops are timed, `saved` sees each row as it ends, and every timed row
+    names the kernel that ran."""
+    real = bench.attention_ops
+
+    def with_a_broken_op(shape, device, dtype):
+        ops = real(shape, device, dtype)
+        forward, useful, executed, kernel = ops["diff_v1"]
+        ops["diff_v1"] = (lambda: (_ for _ in ()).throw(RuntimeError("no kernel for this shape\ndetails")),
+                          useful, executed, kernel)
+        return ops
+
+    monkeypatch.setattr(bench, "attention_ops", with_a_broken_op)
+    saved = []
+    info = bench.run("cpu", quick=True, vs_hf=False, saved=lambda partial: saved.append(len(partial["attention_ops"])))
+    rows = {r["op"]: r for r in info["attention_ops"]}
+    assert rows["diff_v1"]["error"] == "RuntimeError: no kernel for this shape" and "fwd_ms" not in rows["diff_v1"]
+    assert all(r["fwd_ms"] > 0 and r["kernel"] == "sdpa:FLASH_ATTENTION" for op, r in rows.items() if op != "diff_v1")
+    assert saved == [0, 1, 2, 3, 4, 5] and info["calibration"]["gemm_tflops"] > 0
+    assert "failed: RuntimeError: no kernel for this shape" in bench.format_report(info)

@@ -87,16 +87,22 @@ def test_the_summary_reports_what_the_gpu_run_must_bring_back(rehearsal):
         assert row["mfu_vs_measured_peak"] == pytest.approx(expected)
 
 
-def test_the_deadline_skips_what_does_not_fit_and_still_reports(tmp_path):
-    """A budget that leaves room for the first step only: the rest are skipped, said so, and packed."""
+def test_the_deadline_and_missing_packages_skip_steps_and_say_why(tmp_path):
+    """No budget left, on a python without scipy (as the GPU machine's may be): every step is skipped, each with its
+    reason in steps.jsonl and its log (a missing module is named before the budget is), and all is still packed."""
+    hidden = tmp_path / "hide" / "scipy"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('scipy is hidden by the test')\n")
     out = tmp_path / "out"
-    run = run_script(out, tmp_path, "--cpu", GPU_CHECK_BUDGET="45", GPU_GRACE="5", GPU_MIN_STEP="30")
+    run = run_script(out, tmp_path, "--cpu", GPU_CHECK_BUDGET="0", PYTHONPATH=str(tmp_path / "hide"))
     assert run.returncode == 1
     report = json.loads((out / "gpu-check.json").read_text())
-    statuses = {s["step"]: s["status"] for s in report["steps"]}
-    assert statuses["environment"] == "ok" and statuses["eval"] == "skipped", statuses
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == STEPS and all(s["status"] == "skipped" for s in steps.values()), steps
+    assert all("s left of the 0 s budget" in steps[name]["reason"] for name in STEPS[:-1])
+    assert steps["eval"]["reason"].startswith("needs scipy,")
     assert not report["complete"] and out_problems(out) == []
-    assert "skipped" in (out / "last-step.log").read_text()
+    assert "needs scipy" in (out / "last-step.log").read_text()
 
 
 def test_summary_of_an_empty_stage_is_an_incomplete_report(tmp_path):

@@ -29,6 +29,7 @@ from diffattn.hardware import cpu_name, datasheet_peak
 
 MAX_FILES, MAX_BYTES, MAX_FOLDERS = 8, 16 * 2**20, 2
 NAME = re.compile(r"[A-Za-z0-9._-]+")
+PACKAGES = ("triton", "numpy", "scipy", "safetensors", "matplotlib", "tqdm", "transformers", "flash-attn")
 def out_problems(out: Path) -> list[str]:
     """Every way `out` breaks the transfer rules, one line each ([] when all of it would come back)."""
     files = sorted(p for p in out.rglob("*") if p.is_symlink() or not p.is_dir())  # a link is never sent
@@ -48,20 +49,21 @@ def out_problems(out: Path) -> list[str]:
 
 
 def environment() -> dict[str, Any]:
-    """GPU, driver, torch / CUDA / cuDNN / Triton versions, flash-attn presence, CPU: what every figure ran on."""
+    """GPU, driver, torch / CUDA / cuDNN versions, the packages the course may use, CPU: what every figure ran on."""
     import importlib.metadata
-    import importlib.util
 
     import torch
 
     info: dict[str, Any] = {
         "date": datetime.date.today().isoformat(), "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "flash_attn": importlib.util.find_spec("flash_attn") is not None, "cpu": cpu_name(), "cores": os.cpu_count()}
-    try:
-        info["triton"] = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        info["triton"] = None
+        "cpu": cpu_name(), "cores": os.cpu_count()}
+    info["packages"] = {}  # the GPU machine has no installs: what is there decides what can run
+    for package in PACKAGES:
+        try:
+            info["packages"][package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            info["packages"][package] = None
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         info |= {"gpu": props.name, "capability": f"sm_{props.major}{props.minor}",

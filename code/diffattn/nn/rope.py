@@ -61,7 +61,9 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         raise ConfigError(f"cos/sin must be (seq, head_dim/2) = {(n, d // 2)}, got {tuple(cos.shape)} and "
                           f"{tuple(sin.shape)}")
     dtype = torch.promote_types(x.dtype, torch.float32)  # rotate in fp32 at least, like the triton kernel
-    # Pair (2i, 2i+1) is the complex number x[2i] + i·x[2i+1]; rotating it by p·θ_i is one complex product.
-    pairs = torch.view_as_complex(x.to(dtype).reshape(*x.shape[:-1], d // 2, 2).contiguous())  # (b, N, heads, d/2)
-    turn = torch.complex(cos.to(dtype), sin.to(dtype))[:, None, :]  # (N, 1, d/2): e^{i·p·θ_i}, broadcast over heads
-    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)  # back to [.., 2i, 2i+1, ..]
+    pairs = x.to(dtype).unflatten(-1, (d // 2, 2))  # (b, N, heads, d/2, 2): pair i is (x[2i], x[2i+1])
+    even, odd = pairs[..., 0], pairs[..., 1]
+    c, s = cos.to(dtype)[:, None, :], sin.to(dtype)[:, None, :]  # (N, 1, d/2), broadcast over heads
+    # The rotation in real arithmetic (the docstring's two lines), not as a complex product: Inductor generates no
+    # code for complex operators and would run them eagerly inside every compiled layer, forward and backward.
+    return torch.stack((even * c - odd * s, odd * c + even * s), dim=-1).flatten(-2).to(x.dtype)
