@@ -3,7 +3,8 @@
 # 15 device minutes, and everything it finished comes back even when a step fails or runs out of time.
 #
 #   OUT=/some/dir bash scripts/gpu_check.sh          on the GPU machine: PYTHONPATH=code, its own python3, no installs
-#   OUT=/some/dir bash scripts/gpu_check.sh --cpu    the dress rehearsal: the same steps at CPU sizes (tests/test_gpu_script.py)
+#   OUT=/some/dir bash scripts/gpu_check.sh --cpu    the dress rehearsal: the same steps at CPU sizes
+#                                                    (make gpu-rehearsal; tests/test_gpu_script.py in make test)
 #
 # What comes back: $OUT holds three files, rewritten after every step (the machine returns at most 8 files):
 #   gpu-check.json   the summary: steps (status, seconds), GPU, driver, torch/CUDA/cuDNN/Triton, compile smoke test,
@@ -24,7 +25,7 @@
 #                 if it fails, every later step trains with --no-compile
 #   kernels       `gpu-check`: every attention path vs fp64 in bf16/fp16/fp32, SDPA kernels          ~15 s   limit 60
 #   bench         calibration (1 GiB copy × 23, 8192³ bf16 GEMM × 23: ~0.1 s of GPU work) and 5 attention
-#                 ops × 3 shapes, fwd and fwd+bwd (each ≤ 0.6 TFLOP at ≥ 100 TFLOP/s: ms)              ~20 s   limit 60
+#                 ops × 4 shapes (the last is gpu-small's), fwd and fwd+bwd (each ≤ 2 TFLOP: ms)       ~20 s   limit 60
 #   compare       gpu-small (12 × 768, context 2,048, batch 32: 65,536 tokens per step; 6.2e8 (baseline) to 8.2e8
 #                 (2h heads) training FLOP per token, diffattn.train.training_flops_per_token → 4.1-5.4e13 FLOP
 #                 per step ≈ 0.13-0.17 s at 40% of 790 TFLOP/s), 4 variants × GPU_TRAIN_STEPS=40 steps; per variant
@@ -59,9 +60,12 @@ if [ "$MODE" = gpu ]; then
     DEVICE=cuda PRESET=gpu-small SIZE=() SLOW=1
     TRAIN_STEPS=${GPU_TRAIN_STEPS:-40} EVAL_STEPS=${GPU_EVAL_STEPS:-20}
     BUDGET=${GPU_CHECK_BUDGET:-330}
-else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run at CI sizes, in about 2 minutes on
-    # 2 cores (Inductor's C++ compiles take 20-45 s cold, hence three times the GPU's step limits)
+else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run at CI sizes, in about a minute on
+    # 2 cores. The smoke test compiles with Inductor (20-45 s of cold C++ compiles here, hence three times the GPU's
+    # step limits); training compiles with aot_eager (Dynamo's capture and AOTAutograd, no code generation: a CPU
+    # cannot rehearse Triton's anyway), or GPU_REHEARSAL_BACKEND=inductor (make test-slow)
     DEVICE=cpu PRESET=cpu-tiny SIZE=(--bf16) SLOW=3
+    export DIFFATTN_COMPILE_BACKEND=${GPU_REHEARSAL_BACKEND:-aot_eager}
     TRAIN_STEPS=${GPU_TRAIN_STEPS:-4} EVAL_STEPS=${GPU_EVAL_STEPS:-4}
     BUDGET=${GPU_CHECK_BUDGET:-900}
 fi

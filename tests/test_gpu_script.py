@@ -22,8 +22,9 @@ VARIANTS = {"baseline", "baseline_2h", "diff_v1", "diff_v2"}
 
 
 def run_script(out: Path, tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    environment = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp), **env}
-    environment.pop("DIFFATTN_CHECKPOINTS", None)
+    inherited = {k: v for k, v in os.environ.items()  # the script's own knobs come only from the test
+                 if not k.startswith("GPU_") and k not in ("DIFFATTN_CHECKPOINTS", "DIFFATTN_COMPILE_BACKEND")}
+    environment = {**inherited, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp), **env}
     return subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=1200)
 
@@ -31,7 +32,7 @@ def run_script(out: Path, tmp: Path, *args: str, **env: str) -> subprocess.Compl
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     out, tmp = tmp_path_factory.mktemp("out"), tmp_path_factory.mktemp("tmp")
-    run = run_script(out, tmp, "--cpu")
+    run = run_script(out, tmp, "--cpu")  # training compiled with aot_eager (the script's header says why)
     with tarfile.open(out / "gpu-results.tgz") as archive:
         archive.extractall(tmp / "unpacked", filter="data")
     return run, out, tmp / "unpacked", json.loads((out / "gpu-check.json").read_text())
@@ -42,6 +43,19 @@ def test_every_step_of_the_rehearsal_succeeds(rehearsal):
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert [s["step"] for s in report["steps"]] == STEPS
     assert all(s["status"] == "ok" for s in report["steps"]) and report["complete"], report["steps"]
+    assert report["training_compile_backend"] == "aot_eager"
+
+
+@pytest.mark.slow
+def test_the_rehearsal_with_inductor_compiling_the_training_succeeds(tmp_path):
+    """make test-slow: the same rehearsal with every variant compiled by Inductor (C++ on CPU), about a minute more
+    on 2 cores than the aot_eager one in make test."""
+    out = tmp_path / "out"
+    run = run_script(out, tmp_path, "--cpu", GPU_REHEARSAL_BACKEND="inductor")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    report = json.loads((out / "gpu-check.json").read_text())
+    assert report["complete"] and report["training_compile_backend"] == "inductor" and out_problems(out) == []
+    assert set(report["compare-cpu-tiny"]["variants"]) == VARIANTS
 
 
 def test_out_holds_only_what_comes_back(rehearsal):

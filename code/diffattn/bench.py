@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from diffattn.config import PRESETS
 from diffattn.errors import one_line
 from diffattn.hardware import cpu_name
 from diffattn.nn.kernels import (
@@ -47,7 +48,11 @@ class Shape:
 
 
 CPU_SHAPES = (Shape(2, 512, 8, 64, 8), Shape(1, 1024, 16, 64, 4))
-GPU_SHAPES = (Shape(8, 2048, 16, 128, 16), Shape(4, 4096, 16, 128, 4), Shape(16, 1024, 32, 64, 8))
+_GPU_SMALL = PRESETS["gpu-small"]
+# the last is gpu-small's training shape (lesson 08): its "kernel" is the SDPA kernel the GPU training runs
+GPU_SHAPES = (Shape(8, 2048, 16, 128, 16), Shape(4, 4096, 16, 128, 4), Shape(16, 1024, 32, 64, 8),
+              Shape(_GPU_SMALL.train.batch_size, _GPU_SMALL.train.seq_len, _GPU_SMALL.model.n_head,
+                    _GPU_SMALL.model.head_dim, _GPU_SMALL.model.n_kv_head))
 
 
 def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, iters: int = 10) -> float:

@@ -131,7 +131,8 @@ def summary(stage: Path) -> dict[str, Any]:
         if (stage / "steps.jsonl").is_file() else []
     machine = _read(stage / "environment.json") or {}
     out: dict[str, Any] = {"steps": steps, "complete": bool(steps) and all(s["status"] == "ok" for s in steps),
-                           "machine": machine, "compile": _read(stage / "compile-smoke.json")}
+                           "machine": machine, "compile": _read(stage / "compile-smoke.json"),
+                           "training_compile_backend": os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"}
     kernels = _read(stage / "kernels.json")
     if kernels:
         out["kernels"] = {key: kernels.get(key) for key in ("agreement_ok", "available", "auto_bf16",

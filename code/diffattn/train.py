@@ -243,7 +243,10 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], data_rng)
         start = state["step"]
-    step_model: nn.Module = torch.compile(model) if c.compile else model
+    # $DIFFATTN_COMPILE_BACKEND: Inductor unless set; the CPU rehearsal of scripts/gpu_check.sh uses aot_eager (Dynamo's
+    # graph capture and AOTAutograd without code generation, seconds instead of a minute of C++ compiles)
+    backend = os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"
+    step_model: nn.Module = torch.compile(model, backend=backend) if c.compile else model
     if d.distributed:
         step_model = nn.parallel.DistributedDataParallel(step_model)
     val_items = task.validation_examples(c.eval_sequences, c.seq_len) if c.task != "text" else None
