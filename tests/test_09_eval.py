@@ -249,21 +249,27 @@ def test_eval_suite_bad_input_is_one_line_and_exit_2(capsys, extra, message):
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
 
 
-def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, capsys):
-    """`make train-small` and scripts/gpu_check.sh run this: checkpoints trained on first use (2 steps here), every
-    kind on seed 0, retrieval on the other seeds, summary.json with the machine and the 4-6-needle accuracy per seed."""
+def _tiny_suite_preset(monkeypatch, tmp_path, steps: int = 9, warmup_steps: int = 5) -> Path:
+    """cpu-tiny with a few small steps, its runs under tmp_path; returns where `eval suite` writes."""
     from diffattn import config
-    from diffattn.eval import saved
 
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
     monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
         config.PRESETS["cpu-tiny"].model,
-        config.TrainConfig(steps=2, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2,
-                           warmup_steps=1),
+        config.TrainConfig(steps=steps, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2,
+                           warmup_steps=warmup_steps),
         "test"))
+    return tmp_path / "outputs" / "eval" / "cpu-tiny"
+
+
+def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, capsys):
+    """`make train-small` and scripts/gpu_check.sh run this: checkpoints trained on first use (2 steps here), every
+    kind on seed 0, retrieval on the other seeds, summary.json with the machine and the 4-6-needle accuracy per seed."""
+    from diffattn.eval import saved
+
+    out = _tiny_suite_preset(monkeypatch, tmp_path, steps=2, warmup_steps=1)
     monkeypatch.setattr(saved, "SUITE_PRESETS", ("cpu-tiny",))
     assert main(["eval", "suite", "--preset", "cpu-tiny", "--seeds", "2", "--samples", "1", "--lengths", "32"]) == 0
-    out = tmp_path / "outputs" / "eval" / "cpu-tiny"
     kinds = {v: sorted(p.name for p in (out / v).glob("*.json")) for v in ("baseline", "diff_v1", "diff_v2")}
     assert kinds["baseline"] == ["allocation.json", "outliers.json", "quantize.json", "retrieval.json"]
     assert kinds["diff_v1"] == kinds["diff_v2"] == sorted(kinds["baseline"] + ["lambda_sweep.json"])
@@ -276,18 +282,6 @@ def test_eval_suite_writes_every_kind_and_a_seed_summary(tmp_path, monkeypatch, 
         assert r["runs"][1]["many_needles"]["asked"] == seed1["layouts"]["N4R2"]["asked"] + seed1["layouts"]["N6R2"]["asked"]
     found = saved.suites()["cpu-tiny"]  # what lessons 09-11 read back
     assert found["summary"] == summary and set(found["variants"]["diff_v1"]) == {p[:-5] for p in kinds["diff_v1"]}
-
-
-def _tiny_suite_preset(monkeypatch, tmp_path):
-    from diffattn import config
-
-    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
-    monkeypatch.setitem(config.PRESETS, "cpu-tiny", config.Preset(
-        config.PRESETS["cpu-tiny"].model,
-        config.TrainConfig(steps=9, batch_size=4, seq_len=32, eval_every=2, eval_sequences=4, checkpoint_every=2,
-                           warmup_steps=5),
-        "test"))
-    return tmp_path / "outputs" / "eval" / "cpu-tiny"
 
 
 def test_eval_suite_trains_with_the_steps_it_is_given(tmp_path, monkeypatch):
