@@ -4,8 +4,11 @@
 PYTHON     ?= python3
 VENV       ?= .venv
 PY         := $(VENV)/bin/python
-# The CPU build; a bare `torch` would pull a multi-GB CUDA build on Linux.
+# torch==2.13.0 is a CPU wheel on this course's CI (its package registry serves one). Against the public PyPI index a
+# Linux machine gets the default wheel, the CUDA build (several GB); TORCH_INDEX picks PyTorch's own CPU index:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
@@ -25,7 +28,7 @@ help:
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet --disable-pip-version-check $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $@
 

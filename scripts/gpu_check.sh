@@ -21,7 +21,7 @@
 # packing after each step (a second each). Estimates for an H200 (issue 15's measurements there: bf16 GEMM about
 # 790 TFLOP/s, copy about 4.3 TB/s), from FLOPs and start-up costs; not yet measured by this script:
 #   environment   nvidia-smi and torch import                                                          ~5 s   limit 30
-#   compile       torch.compile smoke test (one Triton kernel pair, forward + backward)              ~15 s   limit 60
+#   compile       torch.compile smoke test, Inductor (a few Triton kernels, forward + backward)       ~15 s   limit 60
 #                 if it fails, every later step trains with --no-compile
 #   kernels       `gpu-check`: every attention path vs fp64 in bf16/fp16/fp32, SDPA kernels          ~15 s   limit 60
 #   bench         calibration (1 GiB copy × 23, 8192³ bf16 GEMM × 23: ~0.1 s of GPU work) and 5 attention
@@ -60,10 +60,10 @@ if [ "$MODE" = gpu ]; then
     DEVICE=cuda PRESET=gpu-small SIZE=() SLOW=1
     TRAIN_STEPS=${GPU_TRAIN_STEPS:-40} EVAL_STEPS=${GPU_EVAL_STEPS:-20}
     BUDGET=${GPU_CHECK_BUDGET:-330}
-else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run at CI sizes, in about a minute on
-    # 2 cores. The smoke test compiles with Inductor (20-45 s of cold C++ compiles here, hence three times the GPU's
-    # step limits); training compiles with aot_eager (Dynamo's capture and AOTAutograd, no code generation: a CPU
-    # cannot rehearse Triton's anyway), or GPU_REHEARSAL_BACKEND=inductor (make test-slow)
+else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run at CI sizes, in under a minute on
+    # 2 cores. torch.compile uses aot_eager here (Dynamo's graph capture and AOTAutograd without code generation: a CPU
+    # cannot rehearse Triton's anyway), or GPU_REHEARSAL_BACKEND=inductor (make test-slow; Inductor's cold C++
+    # compiles take 20-45 s each here, hence three times the GPU's step limits)
     DEVICE=cpu PRESET=cpu-tiny SIZE=(--bf16) SLOW=3
     export DIFFATTN_COMPILE_BACKEND=${GPU_REHEARSAL_BACKEND:-aot_eager}
     TRAIN_STEPS=${GPU_TRAIN_STEPS:-4} EVAL_STEPS=${GPU_EVAL_STEPS:-4}

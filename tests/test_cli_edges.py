@@ -54,3 +54,32 @@ def test_course_reports_only_on_the_lessons_it_ran(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "skipped" not in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+TORCH_COMMANDS = [
+    ("lesson", "05"), ("bench", "--quick"), ("gpu-check",), ("train", "--preset", "cpu-tiny", "--variant", "baseline"),
+    ("compare", "--preset", "cpu-tiny"), ("eval", "retrieval", "--ckpt", "/nonexistent"),
+    ("eval", "suite", "--preset", "cpu-tiny"), ("study", "--summary-only"), ("models", "verify"),
+]
+
+
+@pytest.mark.parametrize("args", TORCH_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_every_torch_command_without_torch_is_one_error_line_and_exit_2(tmp_path, args):
+    """A Python without torch (the stdlib track's): each command that needs it says so in one line, exit 2."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n")
+    env = {**ENV, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT / 'code'}", "DIFFATTN_ROOT": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "diffattn", *args], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ") and "torch" in done.stderr.lower(), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_an_unknown_preset_is_named_before_any_other_missing_option():
+    done = subprocess.run([sys.executable, "-m", "diffattn", "train", "--preset", "nope"], capture_output=True,
+                          text=True, env=ENV, cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and "invalid choice: 'nope'" in done.stderr, done.stderr

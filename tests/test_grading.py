@@ -97,6 +97,44 @@ def test_hidden_tests_are_graded_and_hidden(reference_report):
     assert all(t["visibility"] == "visible" for t in report["tests"] if t not in hidden)
 
 
+SECRET_TESTS = '''
+import pytest
+
+
+@pytest.mark.grade("01.1", points=2)
+def test_secret_case_that_fails(impl):
+    assert impl.softmax([0.0, 1.0]) == [0.5, 0.5], "SECRET expected 0.5/0.5"
+
+
+@pytest.mark.grade("01.1", points=3)
+def test_secret_case_that_passes(impl):
+    assert len(impl.softmax([1.0, 2.0, 3.0])) == 3
+'''
+
+
+def test_nothing_of_a_hidden_test_reaches_what_students_see(tmp_path):
+    """A failing and a passing hidden test: their names, messages and points appear in no student-visible field
+    (results.json's top-level output, the visible tests' entries); the instructor reads them on stdout (which
+    Gradescope shows to instructors only) and in their own hidden entries."""
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    (hidden / "test_01_secret.py").write_text(SECRET_TESTS)
+    out = tmp_path / "results.json"
+    run = run_grader("--impl", "reference", "--only", "ex01", "--tests", str(hidden), "--json", str(out), "--details")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    secret = [t for t in report["tests"] if t["visibility"] == "hidden"]
+    assert sorted(t["status"] for t in secret) == ["failed", "passed"]
+    visible = {"output": report["output"], "tests": [t for t in report["tests"] if t["visibility"] == "visible"]}
+    shown = json.dumps(visible)
+    for leak in ("secret", "SECRET", "hidden"):
+        assert leak not in shown, leak
+    public_points = sum(t["max_score"] for t in visible["tests"])
+    assert f"{public_points:g} / {public_points:g}" in report["output"].splitlines()[-1]  # the total: visible only
+    assert "hidden tests (not in the students' output): 3 / 5 points, 1 of 2 failed" in run.stdout
+    assert "SECRET expected 0.5/0.5" in run.stdout  # --details, for the instructor
+
+
 def test_classroom_rubric_matches_the_graded_points(reference_report):
     """.github/workflows/classroom.yml gives each lesson exactly the points its public graded tests carry."""
     text = (ROOT / ".github" / "workflows" / "classroom.yml").read_text()
@@ -134,3 +172,18 @@ def test_fail_below_full_exits_3_only_when_points_are_missing(tmp_path):
     partial = run_grader("--only", "ex01", "--submission", str(submission), "--fail-below-full", "--json", str(tmp_path / "b.json"))
     assert partial.returncode == 3, partial.stdout + partial.stderr
     assert 0 < json.loads((tmp_path / "b.json").read_text())["score"] < json.loads((tmp_path / "a.json").read_text())["score"]
+
+
+def test_a_missing_file_is_not_submitted_and_the_hint_names_the_exercise_graded(tmp_path):
+    """`EX=ex01,ex04` grades both; an exercise whose file is absent scores 0 as "not submitted" (not a cut-off
+    ModuleNotFoundError); the --details hint names an exercise that failed, not a fixed one."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "ex01_softmax.py").write_text("def softmax(logits):\n    return [1.0 / len(logits)] * len(logits)\n")
+    run = run_grader("--only", "ex01,ex04", "--submission", str(submission), "--json", str(tmp_path / "r.json"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert {t["tags"][1] for t in report["tests"]} == {"ex01", "ex04"}
+    ex04 = [t for t in report["tests"] if t["tags"][1] == "ex04"]
+    assert all(t["output"] == "ex04 scores 0: not submitted: the submission has no ex04_accounting.py" for t in ex04)
+    assert "make grade EX=ex01 DETAILS=1" in run.stdout and "EX=ex03" not in run.stdout

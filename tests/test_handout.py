@@ -1,11 +1,12 @@
 """`make handout DEST=dir`: the student copy holds no solution, and its own grader gives the stubs 0 with clean reasons.
 
-The handout is built from the committed files (git ls-files) of this checkout, then graded by its own
+The handout is built from this checkout's HEAD (git archive), then graded by its own
 `python -m diffattn grade` (one child process per exercise), as a student would run `make grade` in it.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -68,3 +69,29 @@ def test_handout_reports_an_edited_test_instead_of_trusting_it(handout: Path, tm
         test_file.write_text(original)
     assert run.returncode == 0, run.stderr
     assert "tests/test_01_softmax.py differs from MANIFEST.sha256" in run.stdout
+
+
+def test_a_handout_from_a_checkout_with_done_exercises_ships_only_the_committed_stubs(tmp_path):
+    """An instructor tries the exercises in their checkout, then runs `make handout`: the handout is built from HEAD,
+    so neither their solution nor an edited reference reaches it, every exercised function is its stub, and the
+    command says what it left out."""
+    from diffattn.grading.handout import build_from_head, definitions, uncommitted
+
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(checkout)], check=True, timeout=120)
+    stub = (checkout / "exercises" / "ex01_softmax.py").read_bytes()
+    marker = "instructor_solution_marker_x9"
+    (checkout / "exercises" / "ex01_softmax.py").write_text(
+        f"import math\n\n\ndef softmax(logits):\n    {marker} = max(logits)\n"
+        f"    e = [math.exp(z - {marker}) for z in logits]\n    return [x / sum(e) for x in e]\n")
+    reference = checkout / "code" / "diffattn" / "pure" / "softmax.py"
+    reference.write_text(reference.read_text() + f"\n# {marker}\n")
+    dest = tmp_path / "handout"
+    build_from_head(checkout, dest)  # what `make handout` runs, on the instructor's checkout
+    assert uncommitted(checkout) == ["code/diffattn/pure/softmax.py", "exercises/ex01_softmax.py"]
+    assert (dest / "exercises" / "ex01_softmax.py").read_bytes() == stub
+    assert not [p for p in dest.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
+    for name, (ref_file, ref_node, stub_file, stub_node) in definitions(dest).items():
+        shipped = ast.get_source_segment(ref_file.read_text(), ref_node)
+        assert shipped == ast.get_source_segment(stub_file.read_text(), stub_node), f"{name} is not its stub"
+        assert "NotImplementedError" in shipped, name

@@ -25,6 +25,11 @@ from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
 
 
+# The packages pyproject.toml installs (the stdlib track needs none of them)
+THIRD_PARTY = {"torch", "numpy", "scipy", "safetensors", "matplotlib", "tqdm", "nbclient", "nbformat", "transformers",
+               "flash_attn"}
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     """argparse, but bad arguments give a single `error:` line and exit code 2."""
 
@@ -90,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "a Gradescope results.json. Exit 0 when grading completed, whatever the score.")
     grade.add_argument("--impl", default="exercises",
                        help="exercises (default), reference, or a known-wrong module such as tests.wrong.w01_softmax_in_place")
-    grade.add_argument("--only", nargs="+", default=[], metavar="EX", help="grade only these exercises, e.g. ex03 ex05")
+    grade.add_argument("--only", nargs="+", default=[], metavar="EX",
+                       help="grade only these exercises, e.g. ex03 ex05 or ex03,ex05")
     grade.add_argument("--tests", nargs="+", type=Path, default=[], metavar="DIR",
                        help="extra graded test folders (hidden tests: visibility hidden in results.json)")
     grade.add_argument("--submission", type=Path, default=None, metavar="DIR",
@@ -144,6 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except ConfigError as exc:
         sys.stderr.write(f"error: {exc}\n")
+        return 2
+    except ModuleNotFoundError as exc:  # a third-party package this command needs (the stdlib track needs none)
+        package = (exc.name or "").split(".")[0]
+        if package not in THIRD_PARTY:
+            raise
+        sys.stderr.write(f"error: {args.command} needs {package}, which this Python cannot import: run `make course` "
+                         f"(it installs everything; lesson 00 says how to choose a CPU or CUDA build of torch)\n")
         return 2
     except KeyboardInterrupt:  # a command with no work of its own to keep (training and compare handle theirs)
         sys.stderr.write("interrupted\n")

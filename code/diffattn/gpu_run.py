@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diffattn.hardware import cpu_name, datasheet_peak
+from diffattn.hardware import compile_backend, cpu_name, datasheet_peak
 
 MAX_FILES, MAX_BYTES, MAX_FOLDERS = 8, 16 * 2**20, 2
 NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -56,7 +56,8 @@ def environment() -> dict[str, Any]:
 
     info: dict[str, Any] = {
         "date": datetime.date.today().isoformat(), "python": platform.python_version(), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "cpu": cpu_name(), "cores": os.cpu_count()}
     info["packages"] = {}  # the GPU machine has no installs: what is there decides what can run
     for package in PACKAGES:
@@ -71,17 +72,18 @@ def environment() -> dict[str, Any]:
     if shutil.which("nvidia-smi"):
         query = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                capture_output=True, text=True, timeout=20)
-        info["driver"] = query.stdout.strip().splitlines()[0] if query.returncode == 0 and query.stdout.strip() else None
+        lines = query.stdout.strip().splitlines() if query.returncode == 0 else []
+        info["driver"] = lines[0] if lines else None
     return info
 
 
 def compile_smoke(device: str) -> dict[str, Any]:
-    """torch.compile (Inductor: Triton on CUDA, C++ on CPU) on a linear layer, SiLU and a loss, forward and backward
-    under bf16 autocast, for two batches: a few seconds that say whether the compiled training can work at all.
-    ok: both ran, and the compiled gradient matches eager within bf16 rounding."""
+    """torch.compile with the training's backend (Inductor: Triton on CUDA) on a linear layer, SiLU and a loss,
+    forward and backward under bf16 autocast, for two batches: a few seconds that say whether the compiled training
+    can work at all. ok: both ran, and the compiled gradient matches eager within bf16 rounding."""
     import torch
 
-    started = time.perf_counter()
+    started, backend = time.perf_counter(), compile_backend()
     try:
         torch.manual_seed(0)
         weight = torch.randn(256, 256, device=device, requires_grad=True)
@@ -90,20 +92,21 @@ def compile_smoke(device: str) -> dict[str, Any]:
             with torch.autocast(torch.device(device).type, dtype=torch.bfloat16):
                 return torch.nn.functional.silu(x @ weight).float().square().mean()
 
-        compiled = torch.compile(loss)
+        compiled = torch.compile(loss, backend=backend)
         for batch in range(2):
             x = torch.randn(64, 256, device=device) + batch
             eager_grad = torch.autograd.grad(loss(x), weight)[0]
             compiled_grad = torch.autograd.grad(compiled(x), weight)[0]
             error = ((compiled_grad - eager_grad).abs().max() / eager_grad.abs().max()).item()
             if not error <= 2e-2:  # bf16 keeps 8 bits: a few units of 2^-8 between differently fused kernels
-                return {"ok": False, "device": device, "seconds": time.perf_counter() - started,
+                return {"ok": False, "device": device, "backend": backend, "seconds": time.perf_counter() - started,
                         "error": f"compiled gradient differs from eager by {error:.2e} (relative max)"}
     except Exception as exc:  # noqa: BLE001  the answer is the report: training then runs with --no-compile
         from diffattn.errors import one_line
 
-        return {"ok": False, "device": device, "seconds": time.perf_counter() - started, "error": one_line(exc)}
-    return {"ok": True, "device": device, "seconds": time.perf_counter() - started, "torch": torch.__version__}
+        return {"ok": False, "device": device, "backend": backend, "seconds": time.perf_counter() - started,
+                "error": one_line(exc)}
+    return {"ok": True, "device": device, "backend": backend, "seconds": time.perf_counter() - started}
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -132,7 +135,7 @@ def summary(stage: Path) -> dict[str, Any]:
     machine = _read(stage / "environment.json") or {}
     out: dict[str, Any] = {"steps": steps, "complete": bool(steps) and all(s["status"] == "ok" for s in steps),
                            "machine": machine, "compile": _read(stage / "compile-smoke.json"),
-                           "training_compile_backend": os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"}
+                           "training_compile_backend": compile_backend()}
     kernels = _read(stage / "kernels.json")
     if kernels:
         out["kernels"] = {key: kernels.get(key) for key in ("agreement_ok", "available", "auto_bf16",

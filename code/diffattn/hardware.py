@@ -1,7 +1,8 @@
-"""What a figure ran on: the CPU's model name and a GPU's datasheet peak (stdlib only)."""
+"""What a figure ran on: the CPU's model name, a GPU's datasheet peak, the torch.compile backend (stdlib only)."""
 
 from __future__ import annotations
 
+import os
 import platform
 
 # Dense bf16 datasheet peaks, the usual MFU denominator (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s);
@@ -24,3 +25,9 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
+
+
+def compile_backend() -> str:
+    """What torch.compile uses for training: Inductor, unless $DIFFATTN_COMPILE_BACKEND names another (the CPU
+    rehearsal of scripts/gpu_check.sh sets aot_eager: Dynamo's graph capture and AOTAutograd, no code generation)."""
+    return os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"

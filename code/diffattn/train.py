@@ -47,6 +47,7 @@ from diffattn.config import (
 )
 from diffattn.data import IGNORE_INDEX, VOCAB_SIZE, make_task, retrieval
 from diffattn.errors import ConfigError, interrupt_as_exception, require
+from diffattn.hardware import compile_backend
 from diffattn.model import GPT
 from diffattn.names import LABELS
 from diffattn.pure import accounting
@@ -243,10 +244,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
         scheduler.load_state_dict(state["scheduler"])
         restore_rng(state["rng"], data_rng)
         start = state["step"]
-    # $DIFFATTN_COMPILE_BACKEND: Inductor unless set; the CPU rehearsal of scripts/gpu_check.sh uses aot_eager (Dynamo's
-    # graph capture and AOTAutograd without code generation, seconds instead of a minute of C++ compiles)
-    backend = os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"
-    step_model: nn.Module = torch.compile(model, backend=backend) if c.compile else model
+    step_model: nn.Module = torch.compile(model, backend=compile_backend()) if c.compile else model
     if d.distributed:
         step_model = nn.parallel.DistributedDataParallel(step_model)
     val_items = task.validation_examples(c.eval_sequences, c.seq_len) if c.task != "text" else None

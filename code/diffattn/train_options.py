@@ -11,7 +11,7 @@ from diffattn.names import TASKS, VARIANTS
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--preset", required=True, choices=list(PRESETS), help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--variant", "--attention", dest="variant", required=True,
                         help=f"one of {', '.join(VARIANTS)} (--attention is the same flag's older name)")
     parser.add_argument("--task", default=None, help=f"{', '.join(TASKS)} (default: text)")
@@ -42,7 +42,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--preset", required=True, choices=list(PRESETS), help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--task", default="text", help=f"{', '.join(TASKS)} (default: text)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per variant: 0, 1, … (default 1)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: the preset's)")

@@ -55,5 +55,6 @@ def quantized_retrieval(model: nn.Module, bits: Sequence[int], lengths: Sequence
     check_bits(bits)
     out = {"unquantized": table2(model, lengths, samples, seed)["overall"]}
     for b in bits:
-        out[str(b)] = table2(model, lengths, samples, seed, quantizer=absmax_quantizer(b), progress=progress)["overall"]
+        out[str(b)] = table2(model, lengths, samples, seed, quantizer=absmax_quantizer(b), progress=progress,
+                             label=f"{model.config.attention}, logits in {b} bits")["overall"]
     return out

@@ -97,15 +97,16 @@ def check_lengths(model: nn.Module, lengths: Iterable[int]) -> None:
 
 def table2(model: nn.Module, lengths: Sequence[int], samples: int = 20, seed: int = 0,
            layouts: Sequence[tuple[int, int]] = TABLE2, depths: Sequence[float] = DEPTHS,
-           quantizer: Quantizer | None = None, progress: bool = False) -> dict:
-    """Accuracy per (N, R) layout, per context length and per depth, `samples` examples per cell.
+           quantizer: Quantizer | None = None, progress: bool = False, label: str = "multi-needle retrieval") -> dict:
+    """Accuracy per (N, R) layout, per context length and per depth, `samples` examples per cell (`label` names the
+    run on the progress line).
 
     Every model sees the same examples: the generator is seeded per cell from (seed, layout, length, depth).
     """
     check_lengths(model, lengths)
     cells = [(layout, t, depth) for layout in layouts for t in lengths for depth in depths]
     per_cell = {}
-    with Progress(len(cells), "multi-needle retrieval", enabled=progress) as bar:
+    with Progress(len(cells), label, enabled=progress) as bar:
         for index, ((n, r), t, depth) in enumerate(cells):
             g = torch.Generator().manual_seed(seed * 1_000_003 + index)
             items = draw("needles", samples, t, g, n_needles=n, n_queries=r, depth=depth)

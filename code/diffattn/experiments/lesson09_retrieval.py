@@ -64,7 +64,7 @@ def run(progress: bool = True) -> dict:
             model, config = load_model(directory)
             lengths = sorted({model.config.max_seq_len // 2, model.config.max_seq_len})
             alloc = allocation.allocation(model, model.config.max_seq_len, ALLOCATION_SAMPLES)
-            tables[variant] = retrieval.table2(model, lengths, SAMPLES, progress=progress)
+            tables[variant] = retrieval.table2(model, lengths, SAMPLES, progress=progress, label=f"{variant} retrieval")
             out["variants"][variant] = {
                 "val_loss": read_metrics(directory)[-1]["val_loss"],
                 "retrieval": tables[variant],

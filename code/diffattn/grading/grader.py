@@ -255,7 +255,8 @@ def check_options(options: Options, known: list[str]) -> list[str]:
     """The exercises to grade; ConfigError (one line, exit 2) for anything that cannot be graded as asked."""
     require(options.timeout > 0, f"--timeout must be > 0 seconds (got {options.timeout:g})")
     require(options.memory_mb >= 256, f"--memory must be at least 256 MiB (got {options.memory_mb})")
-    wanted = [e if e.startswith("ex") else f"ex{e}" for e in options.only] or known
+    named = [e.strip() for item in options.only for e in item.split(",") if e.strip()]  # EX="ex01 ex02" or ex01,ex02
+    wanted = [e if e.startswith("ex") else f"ex{e}" for e in named] or known
     unknown = [e for e in wanted if e not in known]
     require(not unknown, f"unknown exercise {', '.join(unknown)} (known: {', '.join(known)})")
     for folder in options.tests:
@@ -287,6 +288,9 @@ def grade(options: Options) -> tuple[dict[str, Any], list[Verdict]]:
         verdict = grade_exercise(exercise, files, submission, hidden, options, checkout, skip)
         if untrusted and verdict.tests:
             verdict.zero = f"not graded: {untrusted[0]}"
+        expected = sorted(p.name for p in (root / "exercises").glob(f"{exercise}_*.py"))
+        if options.impl == "exercises" and expected and expected[0] not in submission:
+            verdict.zero = f"not submitted: the submission has no {expected[0]}"
         verdicts.append(verdict)
     return results_document(verdicts, time.monotonic() - started), verdicts
 
@@ -322,12 +326,17 @@ def _first_line(text: str, width: int = 110) -> str:
 
 
 def summary(verdicts: list[Verdict], tests: list[dict[str, Any]]) -> str:
-    """One row per exercise part: points and the first failure's reason; then policy findings and grader errors."""
+    """One row per exercise part: points and the first failure's reason; then policy findings and grader errors.
+    Students see this (results.json's top-level `output`), so it counts visible tests only: a hidden test's name,
+    message and points appear nowhere in it, pass or fail (`hidden_summary` is the instructor's line)."""
+    tests = [t for t in tests if t["visibility"] == "visible"]
     rows = [f"{'part':<6}{'title':<44}{'points':>13}   first failure"]
     for verdict in verdicts:
         parts = dict.fromkeys(t["part"] for t in verdict.tests)
         for part in parts:
             mine = [t for t in tests if t["tags"] == [part, verdict.exercise]]
+            if not mine:
+                continue
             got, most = sum(t["score"] for t in mine), sum(t["max_score"] for t in mine)
             failed = next((t for t in mine if t["status"] == "failed"), None)
             reason = "" if failed is None else _first_line(
@@ -342,17 +351,33 @@ def summary(verdicts: list[Verdict], tests: list[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def hidden_summary(tests: list[dict[str, Any]]) -> str | None:
+    """The instructor's line about hidden tests (stdout only: on Gradescope students never see it), or None."""
+    hidden = [t for t in tests if t["visibility"] != "visible"]
+    if not hidden:
+        return None
+    failed = sum(t["status"] == "failed" for t in hidden)
+    return (f"hidden tests (not in the students' output): {sum(t['score'] for t in hidden):g} / "
+            f"{sum(t['max_score'] for t in hidden):g} points, {failed} of {len(hidden)} failed")
+
+
 def main(options: Options, details: bool = False) -> int:
     document, verdicts = grade(options)
     if options.json_path:
         write_json_atomic(options.json_path, document)
     print(document["output"])
+    if hidden_summary(document["tests"]):
+        print(hidden_summary(document["tests"]))
     if details:
-        for test in document["tests"]:
+        for test in document["tests"]:  # stdout: on Gradescope only instructors read it
             if test["status"] == "failed":
-                print(f"\n--- {test['name']}\n{test['output']}")
-    elif any(t["status"] == "failed" for t in document["tests"]):
-        print("every failing test's message: add --details (make grade EX=ex03 DETAILS=1)")
+                hidden = " (hidden)" if test["visibility"] != "visible" else ""
+                print(f"\n--- {test['name']}{hidden}\n{test['output']}")
+    else:
+        failing = next((t["tags"][1] for t in document["tests"] if t["status"] == "failed"
+                        and t["visibility"] == "visible"), None)
+        if failing:
+            print(f"every failing test's message: add --details (make grade EX={failing} DETAILS=1)")
     if options.json_path:
         print(f"wrote {options.json_path} in {document['execution_time']:g} s")
     if any(v.error for v in verdicts):

@@ -1,6 +1,7 @@
 """`make handout DEST=dir`: the student copy of the course, without the solutions of the exercises.
 
-From this checkout's tracked files it builds DEST where:
+From this checkout's last commit (HEAD, exported with `git archive`: edits in the working tree, such as exercises an
+instructor has done there, never reach a handout) it builds DEST where:
 
 * every reference function an exercise re-implements (tests/adapters.py REFERENCE) is replaced by the exercise's
   stub (signature, docstring, `raise NotImplementedError`), found and replaced through the AST;
@@ -16,10 +17,13 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -31,7 +35,27 @@ MIN_LINE = 25  # shorter solution lines (`return total`) are too generic to say 
 FENCE = re.compile(r"```[a-z]*\n.*?```", re.DOTALL)
 
 
+def export_head(repo: Path, target: Path) -> str:
+    """Write `repo`'s committed tree (HEAD) into `target`; returns the commit's short hash."""
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", "HEAD"], capture_output=True,
+                             check=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(target, filter="data")
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def uncommitted(repo: Path) -> list[str]:
+    """Paths whose working-tree state differs from HEAD (what a handout built from HEAD leaves out)."""
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "-z", "--untracked-files=no"],
+                            capture_output=True, check=True).stdout.decode()
+    return sorted(entry[3:] for entry in status.split("\0") if len(entry) > 3)
+
+
 def tracked_files(root: Path) -> list[str]:
+    """The committed files of a checkout (git ls-files), or every file of a tree `export_head` wrote."""
+    if not (root / ".git").exists():
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True)
     return sorted(p for p in listed.stdout.decode().split("\0") if p and (root / p).is_file())
 
@@ -139,13 +163,27 @@ def build(root: Path, dest: Path) -> list[str]:
     return sorted(found)
 
 
+def build_from_head(repo: Path, dest: Path) -> tuple[str, list[str]]:
+    """`build` on `repo`'s HEAD; returns the commit and the functions replaced by their stubs."""
+    if dest.exists():
+        raise FileExistsError(f"{dest} exists: choose a new folder")
+    with tempfile.TemporaryDirectory(prefix="diffattn-handout-") as scratch:
+        commit = export_head(repo, Path(scratch))
+        return commit, build(Path(scratch), dest)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m diffattn.grading.handout DEST")
     repo = Path(__file__).resolve().parents[3]
     try:
-        replaced = build(repo, Path(sys.argv[1]))
+        commit, replaced = build_from_head(repo, Path(sys.argv[1]))
     except (FileExistsError, LookupError) as error:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(2) from None
-    print(f"wrote the handout to {sys.argv[1]}: {len(replaced)} reference functions replaced by their stubs")
+    print(f"wrote the handout to {sys.argv[1]} from commit {commit}: {len(replaced)} reference functions replaced by "
+          f"their stubs")
+    left_out = uncommitted(repo)
+    if left_out:
+        print(f"not in it: {len(left_out)} uncommitted change(s), e.g. {', '.join(left_out[:3])} (commit them to ship "
+              f"them; exercises you did here stay here)")
