@@ -13,7 +13,7 @@ CODE = Path(__file__).resolve().parents[1] / "code"
 # layer: (its modules, by first name under diffattn/), then the layers it may import besides itself
 LAYERS = {
     "foundation": ({"errors", "paths", "progress", "plotting", "numberkinds", "results", "names", "stats",
-                    "hardware"}, set()),
+                    "hardware", "yours"}, set()),
     "pure": ({"pure"}, {"foundation"}),
     "config": ({"config"}, {"foundation", "pure"}),
     "torch core": ({"cpu", "nn"}, {"foundation", "pure"}),

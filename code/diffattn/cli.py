@@ -158,6 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {args.command} needs {package}, which this Python cannot import: run `make course` "
                          f"(it installs everything; lesson 00 says how to choose a CPU or CUDA build of torch)\n")
         return 2
+    except NotImplementedError as exc:  # the student handout: a lesson ran into an exercise not written yet
+        message = str(exc)
+        if not message.startswith("exercise "):
+            raise
+        number = message.split(":")[0].removeprefix("exercise ")
+        sys.stderr.write(f"error: {args.command} runs on your exercise {number}, which is not written yet ({message});"
+                         f" write it in exercises/, then check it with `make grade EX=ex{number[:2]}`\n")
+        return 2
     except KeyboardInterrupt:  # a command with no work of its own to keep (training and compare handle theirs)
         sys.stderr.write("interrupted\n")
         return 130

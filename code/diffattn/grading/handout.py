@@ -3,8 +3,9 @@
 From this checkout's last commit (HEAD, exported with `git archive`: edits in the working tree, such as exercises an
 instructor has done there, never reach a handout) it builds DEST where:
 
-* every reference function an exercise re-implements (tests/adapters.py REFERENCE) is replaced by the exercise's
-  stub (signature, docstring, `raise NotImplementedError`), found and replaced through the AST;
+* every reference function an exercise re-implements (tests/adapters.py REFERENCE) is replaced, through the AST, by
+  the exercise's signature and docstring over a call to the student's function (`calls_yours`, diffattn.yours), so
+  that lessons, notebooks and tests run on the student's code and name the exercise they wait for;
 * a lesson code block that shows a solution line is replaced by a pointer to the exercise;
 * the known-wrong implementations and the grader's own meta-tests are left out (several wrong answers are one line
   away from the solution);
@@ -133,6 +134,22 @@ def _strip_lesson(text: str, solutions: dict[str, set[str]], exercise_of: dict[s
     return FENCE.sub(replace, text)
 
 
+def calls_yours(stub_file: Path, stub: ast.FunctionDef) -> list[str]:
+    """The stub's signature and docstring over a body that calls the student's function of the same name (the
+    handout's lessons then run on the student's code; diffattn.yours). Arguments pass as they came."""
+    source = stub_file.read_text(encoding="utf-8").splitlines()
+    start, _ = _span(stub)
+    docstring = stub.body[0]
+    a = stub.args
+    passed = ([p.arg for p in a.posonlyargs] + [p.arg for p in a.args] + ([f"*{a.vararg.arg}"] if a.vararg else [])
+              + [f"{p.arg}={p.arg}" for p in a.kwonlyargs] + ([f"**{a.kwarg.arg}"] if a.kwarg else []))
+    indent = " " * docstring.col_offset
+    return source[start:docstring.end_lineno] + [
+        f"{indent}from diffattn.yours import solution  # the handout runs your exercises/{stub_file.name}",
+        "",
+        f"{indent}return solution({stub_file.stem!r}, {stub.name!r})({', '.join(passed)})"]
+
+
 def build(root: Path, dest: Path) -> list[str]:
     """Write the handout to `dest` (which must not exist); returns the functions replaced by their stubs."""
     if dest.exists():
@@ -149,9 +166,8 @@ def build(root: Path, dest: Path) -> list[str]:
         shutil.copy2(root / path, target)
     by_file: dict[Path, list[tuple[int, int, list[str]]]] = {}
     for name, (ref_file, ref_node, stub_file, stub_node) in found.items():
-        stub_source = stub_file.read_text(encoding="utf-8").splitlines()
-        start, end = _span(stub_node)
-        by_file.setdefault(dest / ref_file.relative_to(root), []).append((*_span(ref_node), stub_source[start:end]))
+        by_file.setdefault(dest / ref_file.relative_to(root), []).append(
+            (*_span(ref_node), calls_yours(stub_file, stub_node)))
     for path, edits in by_file.items():
         lines = path.read_text(encoding="utf-8").splitlines()
         for start, end, stub in sorted(edits, reverse=True):
