@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,26 @@ def test_a_handout_from_a_checkout_with_done_exercises_ships_only_the_committed_
         shipped = ast.get_source_segment(ref_file.read_text(), ref_node)
         assert shipped == ast.get_source_segment(stub_file.read_text(), stub_node), f"{name} is not its stub"
         assert "NotImplementedError" in shipped, name
+
+
+def test_in_the_handout_lessons_run_on_the_students_exercises(handout: Path, tmp_path):
+    """What the handout's README promises: lesson 01 stops with one line naming exercise 01.1 until it is written,
+    then runs on the student's own softmax."""
+    copy = tmp_path / "course"
+    shutil.copytree(handout, copy)
+    assert "This is the student handout" in (copy / "README.md").read_text()
+
+    def lesson_01() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "diffattn", "lesson", "01"], cwd=copy, capture_output=True,
+                              text=True, env={**os.environ, "PYTHONPATH": str(copy / "code")}, timeout=300)
+
+    waiting = lesson_01()
+    assert waiting.returncode == 2 and waiting.stderr.count("\n") == 1, waiting.stderr
+    assert waiting.stderr.startswith("error: lesson 01 runs on your exercise 01.1") and "EX=ex01" in waiting.stderr
+    (copy / "exercises" / "ex01_softmax.py").write_text(
+        "import math\n\n\ndef softmax(logits):\n    if not logits or any(math.isnan(z) or z == math.inf for z in logits):\n"
+        "        raise ValueError('bad row')\n    top = max(logits)\n    if top == -math.inf:\n"
+        "        raise ValueError('all masked')\n    e = [math.exp(z - top) for z in logits]\n"
+        "    return [x / math.fsum(e) for x in e]\n")
+    done = lesson_01()
+    assert done.returncode == 0 and "softmax of a 128,000-token row" in done.stdout, done.stderr[-2000:]

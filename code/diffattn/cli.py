@@ -163,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not message.startswith("exercise "):
             raise
         number = message.split(":")[0].removeprefix("exercise ")
-        sys.stderr.write(f"error: {args.command} runs on your exercise {number}, which is not written yet ({message});"
+        what = f"lesson {args.number}" if args.command == "lesson" else args.command
+        sys.stderr.write(f"error: {what} runs on your exercise {number}, which is not written yet ({message});"
                          f" write it in exercises/, then check it with `make grade EX=ex{number[:2]}`\n")
         return 2
     except KeyboardInterrupt:  # a command with no work of its own to keep (training and compare handle theirs)

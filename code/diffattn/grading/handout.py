@@ -32,6 +32,10 @@ from diffattn.grading.manifest import write_manifest
 
 LEFT_OUT = ("tests/wrong/", "tests/grading/hostile/", "tests/grading/mutation", "tests/test_graders_reject_wrong.py",
             "tests/test_grading_hostile.py", "tests/test_handout.py", "tests/test_mutation")
+HANDOUT_NOTE = ("**This is the student handout.** The functions the exercises ask for are yours to write, in "
+                "`exercises/`: the lessons, the notebooks and `make test` run on your code, and each stops with one "
+                "line naming the exercise it needs until you have written it. `make grade` grades your exercises "
+                "(`make grade EX=ex01` for one).\n")
 MIN_LINE = 25  # shorter solution lines (`return total`) are too generic to say anything
 FENCE = re.compile(r"```[a-z]*\n.*?```", re.DOTALL)
 
@@ -175,6 +179,9 @@ def build(root: Path, dest: Path) -> list[str]:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     for lesson in sorted((dest / "lessons").glob("*.md")) + [dest / "README.md"]:
         lesson.write_text(_strip_lesson(lesson.read_text(encoding="utf-8"), solutions, exercise_of), encoding="utf-8")
+    readme = dest / "README.md"
+    title, _, rest = readme.read_text(encoding="utf-8").partition("\n")
+    readme.write_text(f"{title}\n\n{HANDOUT_NOTE}\n{rest}", encoding="utf-8")
     write_manifest(dest)
     return sorted(found)
 
