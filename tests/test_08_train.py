@@ -184,7 +184,7 @@ def _existing_run(tmp_path: Path, finished: Path) -> Path:
 
 
 BAD = {
-    "unknown preset": (["--preset", "cpu-huge", "--attention", "baseline"], "preset must be one of"),
+    "unknown preset": (["--preset", "cpu-huge", "--attention", "baseline"], "invalid choice: 'cpu-huge'"),
     "unknown variant": (["--preset", "cpu-tiny", "--attention", "diff_v3"], "variant must be one of"),
     "unknown task": (["--preset", "cpu-tiny", "--attention", "baseline", "--task", "poems"], "task must be one of"),
     "context too long": (["--preset", "cpu-tiny", "--attention", "baseline", "--seq-len", "4096"],

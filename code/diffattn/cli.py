@@ -142,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help (0), or a bad argument whose one `error:` line is written (2)
+        return stop.code if isinstance(stop.code, int) else 2
     try:
         with interrupt_as_exception():  # a time limit's SIGTERM: every command's KeyboardInterrupt path runs
             status = COMMANDS[args.command](args)
