@@ -354,3 +354,24 @@ def test_a_compile_failure_costs_only_its_variant(tmp_path, monkeypatch):
     assert set(summary["variants"]) == {"baseline_2h", "diff_v1", "diff_v2"}
     assert summary["settings"] == {"compile": True}
     assert "failed: " in (out / "table.txt").read_text() and not (out / "partial.json").exists()
+
+
+def test_a_diverging_variant_costs_only_itself(tmp_path, monkeypatch):
+    """TrainingDiverged is a ConfigError (one line at the command line), but a NaN in one variant's run says nothing
+    about the next: compare lists it as failed and trains the others."""
+    from diffattn import compare as compare_module
+    from diffattn.train import TrainingDiverged
+
+    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
+    real = compare_module.train_seeds
+
+    def diverging_v1(preset, task, variant, *args, **kwargs):
+        if variant == "diff_v1":
+            raise TrainingDiverged("the training loss became nan at step 3; stopped (no checkpoint)")
+        return real(preset, task, variant, *args, **kwargs)
+
+    monkeypatch.setattr(compare_module, "train_seeds", diverging_v1)
+    results = compare_module.compare("cpu-tiny", steps=2, progress=False, variants=("baseline", "diff_v1", "diff_v2"))
+    assert list(results["variants"]) == ["baseline", "diff_v2"]
+    assert results["failed"] == {"diff_v1": "TrainingDiverged: the training loss became nan at step 3; stopped "
+                                            "(no checkpoint)"}

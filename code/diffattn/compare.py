@@ -34,7 +34,7 @@ from diffattn.paths import outputs_dir
 from diffattn.results import write_json_atomic
 from diffattn.runs import finished, train_fresh
 from diffattn.stats import mean_std
-from diffattn.train import train
+from diffattn.train import TrainingDiverged, train
 
 PARTIAL = "partial.json"  # the variants finished so far, while a comparison runs (removed when it completes)
 TIMING_KEYS = ("wall_s", "tokens_per_s", "time_s", "mfu")
@@ -123,11 +123,14 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
         try:
             results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress, reuse=reuse,
                                                        settings=settings)
-        except (KeyboardInterrupt, ConfigError):
-            raise  # bad input fails the same for every variant; an interrupt stops the comparison
+        except (KeyboardInterrupt, ConfigError) as exc:
+            if not isinstance(exc, TrainingDiverged):  # bad input fails the same for every variant and an
+                raise                                   # interrupt stops the comparison; a NaN costs one variant
+            results.setdefault("failed", {})[variant] = one_line(exc)
         except Exception as exc:  # noqa: BLE001  reported with the variant's name; the next variant still trains
             results.setdefault("failed", {})[variant] = one_line(exc)
-            sys.stderr.write(f"{variant} failed: {one_line(exc)}\n")
+        if variant in results.get("failed", {}):
+            sys.stderr.write(f"{variant} failed: {results['failed'][variant]}\n")
         if partial is not None:
             write_json_atomic(partial, {**results, "finished": list(results["variants"]), "complete": False})
     budget = train_settings(preset, task, steps, settings)

@@ -162,6 +162,7 @@ def suite(args: argparse.Namespace) -> int:
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
     from diffattn.runs import ensure_checkpoints
+    from diffattn.train import TrainingDiverged
 
     require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
     require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
@@ -200,11 +201,14 @@ def suite(args: argparse.Namespace) -> int:
                         if kind == "retrieval":
                             runs[variant].append({"seed": seed, "val_loss": read_metrics(directory)[-1]["val_loss"],
                                                   "overall": results["overall"], "many_needles": many_needles(results)})
-                except (KeyboardInterrupt, ConfigError):
-                    raise
+                except (KeyboardInterrupt, ConfigError) as exc:
+                    if not isinstance(exc, TrainingDiverged):  # bad input or an interrupt stops the suite; a NaN
+                        raise                                   # in one run says nothing about the next
+                    failed[f"{variant} seed {seed}"] = one_line(exc)
                 except Exception as exc:  # noqa: BLE001  named in the summary; the next variant still runs
                     failed[f"{variant} seed {seed}"] = one_line(exc)
-                    print(f"error: {variant} seed {seed} failed: {one_line(exc)}")
+                if f"{variant} seed {seed}" in failed:
+                    print(f"error: {variant} seed {seed} failed: {failed[f'{variant} seed {seed}']}")
                 write_summary(complete=False)
     except KeyboardInterrupt:
         write_summary(complete=False)
