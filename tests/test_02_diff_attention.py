@@ -18,6 +18,7 @@ from diffattn.errors import ConfigError
 from diffattn.experiments import lesson02_diff_attention as lesson
 from diffattn.experiments.lesson02_diff_attention import random_matrix
 from diffattn.pure.attention import diff_weights_v1, lambda_init, logit_difference_weights
+from tests.feedback import expect_close, refuses, show
 
 TOL = 1e-12
 PROPERTY = settings(derandomize=True, max_examples=60, deadline=None)
@@ -56,17 +57,20 @@ def oracle_v2(q1, q2, k, v, lambda_logits, causal=False):
     return oracle_times(w, v)
 
 
-def close(a, b, tol=TOL):
-    return len(a) == len(b) and all(len(ra) == len(rb) and all(abs(x - y) <= tol for x, y in zip(ra, rb))
-                                    for ra, rb in zip(a, b))
-
-
 def draw(seed, n_q, n_k, d, width_v, std=1.0):
     """q1, k1, q2, k2 and v of the given shapes, seeded."""
     rng = random.Random(seed)
     q1, q2 = random_matrix(rng, n_q, d, std), random_matrix(rng, n_q, d, std)
     k1, k2 = random_matrix(rng, n_k, d, std), random_matrix(rng, n_k, d, std)
     return q1, k1, q2, k2, random_matrix(rng, n_k, width_v)
+
+
+MAP = ("query", "key")  # how a failure names a weight: "query 1, key 5"
+OUT = ("query", "column")  # and an output entry
+
+
+def case(lam, causal):
+    return f"λ={show(float(lam))}, " + ("causal" if causal else "no mask")
 
 
 SHAPES = [(6, 6, 8, False), (6, 6, 8, True), (3, 7, 4, True), (4, 9, 2, False), (1, 5, 16, True)]  # N_q, N_k, d, causal
@@ -82,8 +86,10 @@ small = st.integers(1, 6)
 @given(seeds, small, small, st.integers(1, 5), st.floats(-2.0, 2.0), st.booleans())
 def test_v1_rows_sum_to_one_minus_lambda(impl, seed, n_q, extra, d, lam, causal):
     q1, k1, q2, k2, _ = draw(seed, n_q, n_q + extra - 1, d, 1)
-    for row in impl.diff_weights_v1(q1, k1, q2, k2, lam, causal):
-        assert abs(math.fsum(row) - (1.0 - lam)) <= TOL
+    for i, row in enumerate(impl.diff_weights_v1(q1, k1, q2, k2, lam, causal)):
+        total = math.fsum(row)
+        assert abs(total - (1.0 - lam)) <= TOL, \
+            f"V1 weights ({case(lam, causal)}): query {i} must sum to 1 − λ = {show(1.0 - lam)}, got {show(total)}"
 
 
 @pytest.mark.grade("02.1", points=0.5)
@@ -91,7 +97,8 @@ def test_v1_rows_sum_to_one_minus_lambda(impl, seed, n_q, extra, d, lam, causal)
 def test_v1_weights_match_the_formula(impl, n_q, n_k, d, causal):
     q1, k1, q2, k2, _ = draw(1, n_q, n_k, d, 1)
     for lam in (0.8, 0.2, -0.3, 1.4):
-        assert close(impl.diff_weights_v1(q1, k1, q2, k2, lam, causal), oracle_v1_weights(q1, k1, q2, k2, lam, causal))
+        expect_close(impl.diff_weights_v1(q1, k1, q2, k2, lam, causal), oracle_v1_weights(q1, k1, q2, k2, lam, causal),
+                     f"V1 weights A1 − λ·A2 (N_q={n_q}, N_k={n_k}, d={d}, {case(lam, causal)})", TOL, axes=MAP)
 
 
 @pytest.mark.grade("02.1", points=1)
@@ -100,8 +107,9 @@ def test_v1_weights_go_negative_on_the_lesson_example(impl):
     q1, k1, q2, k2, _ = lesson.example_inputs()
     weights = impl.diff_weights_v1(q1, k1, q2, k2, lesson.LAM)
     negatives = sum(w < 0 for row in weights for w in row)
-    assert negatives == sum(w < 0 for row in oracle_v1_weights(q1, k1, q2, k2, lesson.LAM) for w in row) > 0
-    assert close(weights, oracle_v1_weights(q1, k1, q2, k2, lesson.LAM))
+    expected = sum(w < 0 for row in oracle_v1_weights(q1, k1, q2, k2, lesson.LAM) for w in row)
+    assert negatives == expected, f"lesson 02's example (λ=0.8): expected {expected} negative weights, got {negatives}"
+    expect_close(weights, oracle_v1_weights(q1, k1, q2, k2, lesson.LAM), "lesson 02's example (λ=0.8)", TOL, axes=MAP)
 
 
 @pytest.mark.grade("02.1", points=0.5)
@@ -109,34 +117,41 @@ def test_v1_weights_go_negative_on_the_lesson_example(impl):
 def test_v1_causal_mask_gives_future_keys_exactly_zero(impl, n_q, n_k):
     q1, k1, q2, k2, _ = draw(2, n_q, n_k, 4, 1)
     weights = impl.diff_weights_v1(q1, k1, q2, k2, 0.5, causal=True)
-    future = [weights[i][j] for i in range(n_q) for j in range(n_k) if j > i + n_k - n_q]
-    assert all(w == 0.0 for w in future), future
-    assert all(w != 0.0 for i in range(n_q) for j, w in enumerate(weights[i]) if j <= i + n_k - n_q)
+    shape = f"N_q={n_q}, N_k={n_k}"
+    for i in range(n_q):
+        for j, w in enumerate(weights[i]):
+            if j > i + n_k - n_q:
+                assert w == 0.0, (f"causal V1 weights ({shape}): query {i} may see keys j ≤ i + N_k − N_q = "
+                                  f"{i + n_k - n_q}; key {j} must weigh exactly 0, got {show(w)}")
+            else:
+                assert w != 0.0, (f"causal V1 weights ({shape}): query {i} sees keys j ≤ i + N_k − N_q = "
+                                  f"{i + n_k - n_q}; visible key {j} got weight exactly 0")
 
 
 @pytest.mark.grade("02.1", points=1)
 def test_v1_rejects_what_it_cannot_compute(impl):
     q1, k1, q2, k2, _ = draw(3, 3, 4, 2, 1)
     for lam in (math.nan, math.inf):
-        with pytest.raises(ValueError):
+        with refuses(ValueError, f"diff_weights_v1 with λ = {lam}"):
             impl.diff_weights_v1(q1, k1, q2, k2, lam)
-    with pytest.raises(ValueError):
-        impl.diff_weights_v1(q1, k1, q2[:2], k2, 0.5)  # the maps need the same queries count
-    with pytest.raises(ValueError):
-        impl.diff_weights_v1(q1, [row + [0.0] for row in k1], q2, k2, 0.5)  # keys wider than queries
-    with pytest.raises(ValueError):
-        impl.diff_weights_v1(q1 + q1, k1[:2], q2 + q2, k2[:2], 0.5, causal=True)  # N_q > N_k
-    with pytest.raises(ValueError):
-        impl.diff_weights_v1(q1, k1, [row + [0.0] for row in q2], [row + [0.0] for row in k2], 0.5)  # d differs
-    with pytest.raises(ValueError):
-        impl.diff_weights_v1(q1, k1, q2, k2[:3], 0.5)  # the maps need the same number of keys
+    with refuses(ValueError, "diff_weights_v1 with 3 queries in q1 and 2 in q2"):
+        impl.diff_weights_v1(q1, k1, q2[:2], k2, 0.5)
+    with refuses(ValueError, "diff_weights_v1 with keys k1 wider (d=3) than queries q1 (d=2)"):
+        impl.diff_weights_v1(q1, [row + [0.0] for row in k1], q2, k2, 0.5)
+    with refuses(ValueError, "causal diff_weights_v1 with more queries (6) than keys (2)"):
+        impl.diff_weights_v1(q1 + q1, k1[:2], q2 + q2, k2[:2], 0.5, causal=True)
+    with refuses(ValueError, "diff_weights_v1 with d=2 in the first map and d=3 in the second"):
+        impl.diff_weights_v1(q1, k1, [row + [0.0] for row in q2], [row + [0.0] for row in k2], 0.5)
+    with refuses(ValueError, "diff_weights_v1 with 4 keys in k1 and 3 in k2"):
+        impl.diff_weights_v1(q1, k1, q2, k2[:3], 0.5)
 
 
 @pytest.mark.grade("02.1", points=1)
 def test_without_a_mask_more_queries_than_keys_is_fine(impl):
     """Only causal=True needs N_q <= N_k; an unmasked head attends 5 queries over 3 keys."""
     q1, k1, q2, k2, _ = draw(16, 5, 3, 4, 1)
-    assert close(impl.diff_weights_v1(q1, k1, q2, k2, 0.3), oracle_v1_weights(q1, k1, q2, k2, 0.3))
+    expect_close(impl.diff_weights_v1(q1, k1, q2, k2, 0.3), oracle_v1_weights(q1, k1, q2, k2, 0.3),
+                 "V1 weights, 5 queries over 3 keys, no mask (only causal needs N_q ≤ N_k)", TOL, axes=MAP)
 
 
 # ---------------------------------------------------------------- exercise 02.2: V1 and V2 outputs (graded)
@@ -147,10 +162,11 @@ def test_without_a_mask_more_queries_than_keys_is_fine(impl):
 def test_v1_output_matches_the_formula_and_is_2d_wide(impl, n_q, n_k, d, causal):
     q1, k1, q2, k2, v = draw(4, n_q, n_k, d, 2 * d)
     out = impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8, causal)
-    assert len(out) == n_q and all(len(row) == 2 * d for row in out)
-    assert close(out, oracle_times(oracle_v1_weights(q1, k1, q2, k2, 0.8, causal), v))
+    what = f"V1 output (A1 − λ·A2)·v (N_q={n_q}, N_k={n_k}, d={d}, {case(0.8, causal)})"
+    expect_close(out, oracle_times(oracle_v1_weights(q1, k1, q2, k2, 0.8, causal), v), what, TOL, axes=OUT)
     if not causal:  # the signature's default is causal=False
-        assert close(impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8), out)
+        expect_close(impl.diff_attention_v1(q1, k1, q2, k2, v, 0.8), out,
+                     "V1 output without the `causal` argument (the default is False) vs causal=False", TOL, axes=OUT)
 
 
 @pytest.mark.grade("02.2", points=1)
@@ -161,16 +177,17 @@ def test_v1_output_is_two_attention_passes_subtracted(impl):
     second = impl.diff_attention_v1(q2, k2, q1, k1, v, 0.0, True)  # the maps swapped: A2 v
     for lam in (0.8, 0.35):
         expected = [[a - lam * b for a, b in zip(ra, rb)] for ra, rb in zip(first, second)]
-        assert close(impl.diff_attention_v1(q1, k1, q2, k2, v, lam, True), expected)
+        expect_close(impl.diff_attention_v1(q1, k1, q2, k2, v, lam, True), expected,
+                     f"V1 output with λ={lam} vs A1·v − λ·A2·v from two λ=0 calls", TOL, axes=OUT)
 
 
 @pytest.mark.grade("02.2", points=1)
 def test_v1_values_must_be_2d_wide(impl):
     q1, k1, q2, k2, v = draw(6, 3, 3, 4, 4)  # v only d wide: V1 has one value projection of width 2d
-    with pytest.raises(ValueError):
+    with refuses(ValueError, "diff_attention_v1 with values d=4 wide (V1's values are 2d = 8 wide)"):
         impl.diff_attention_v1(q1, k1, q2, k2, v, 0.5)
     _, _, _, _, v = draw(6, 3, 2, 4, 8)  # 2d wide, but 2 values for 3 keys
-    with pytest.raises(ValueError):
+    with refuses(ValueError, "diff_attention_v1 with 2 value rows for 3 keys"):
         impl.diff_attention_v1(q1, k1, q2, k2, v, 0.5)
 
 
@@ -187,8 +204,10 @@ def test_v2_rows_sum_to_one_minus_sigmoid_of_each_tokens_lambda(impl, seed, lamb
     n = len(lambda_logits)
     q1, k, q2, _, _ = draw(seed, n, n, 3, 1)
     out = impl.diff_attention_v2(q1, q2, k, ones_column(n, 3), lambda_logits, causal)
-    for row, x in zip(out, lambda_logits):
-        assert abs(row[-1] - (1.0 - 1.0 / (1.0 + math.exp(-x)))) <= TOL
+    for i, (row, x) in enumerate(zip(out, lambda_logits)):
+        want = 1.0 - 1.0 / (1.0 + math.exp(-x))
+        assert abs(row[-1] - want) <= TOL, (f"V2 ({'causal' if causal else 'no mask'}): query {i}'s weights must sum "
+                                            f"to 1 − σ(λ_t) = {show(want)} for λ logit {show(x)}, got {show(row[-1])}")
 
 
 @pytest.mark.grade("02.2", points=0.5)
@@ -198,11 +217,14 @@ def test_v2_output_matches_the_formula_and_is_d_wide(impl, n_q, n_k, d, causal):
     v = random_matrix(random.Random(9), n_k, d)
     lambda_logits = [(-1.5 + 0.7 * i) for i in range(n_q)]
     out = impl.diff_attention_v2(q1, q2, k, v, lambda_logits, causal)
-    assert len(out) == n_q and all(len(row) == d for row in out)
-    assert close(out, oracle_v2(q1, q2, k, v, lambda_logits, causal))
-    assert close(impl.diff_attention_v2(q1, q2, k, v, 0.3, causal), oracle_v2(q1, q2, k, v, [0.3] * n_q, causal))
+    shape = f"N_q={n_q}, N_k={n_k}, d={d}, {'causal' if causal else 'no mask'}"
+    expect_close(out, oracle_v2(q1, q2, k, v, lambda_logits, causal),
+                 f"V2 output (A1 − σ(λ_t)·A2)·v, one λ logit per query ({shape})", TOL, axes=OUT)
+    expect_close(impl.diff_attention_v2(q1, q2, k, v, 0.3, causal), oracle_v2(q1, q2, k, v, [0.3] * n_q, causal),
+                 f"V2 output with one λ logit 0.3 for every query ({shape})", TOL, axes=OUT)
     if not causal:  # the signature's default is causal=False
-        assert close(impl.diff_attention_v2(q1, q2, k, v, lambda_logits), out)
+        expect_close(impl.diff_attention_v2(q1, q2, k, v, lambda_logits), out,
+                     "V2 output without the `causal` argument (the default is False) vs causal=False", TOL, axes=OUT)
 
 
 @pytest.mark.grade("02.2", points=1)
@@ -211,7 +233,10 @@ def test_v2_causal_mask_gives_future_keys_exactly_zero(impl):
     q1, k, q2, _, _ = draw(10, n, n, n, 1)
     identity = [[float(i == j) for j in range(n)] for i in range(n)]  # v = I (d = N): the output is the map itself
     weights = impl.diff_attention_v2(q1, q2, k, identity, [0.5] * n, causal=True)
-    assert all(weights[i][j] == 0.0 for i in range(n) for j in range(i + 1, n))
+    for i in range(n):
+        for j in range(i + 1, n):
+            assert weights[i][j] == 0.0, (f"causal V2 (N = {n}, values = identity, so the output is the map): "
+                                          f"query {i} must give future key {j} exactly 0, got {show(weights[i][j])}")
 
 
 @pytest.mark.grade("02.2", points=1)
@@ -222,9 +247,10 @@ def test_v2_with_identical_queries_is_scaled_ordinary_attention(impl):
     lambda_logits = [-3.0, -0.5, 0.0, 1.0, 4.0]
     plain = oracle_times(oracle_map(q, k, True), v)
     out = impl.diff_attention_v2(q, q, k, v, lambda_logits, True)
-    for row, base, x in zip(out, plain, lambda_logits):
+    for i, (row, base, x) in enumerate(zip(out, plain, lambda_logits)):
         scale = 1.0 - 1.0 / (1.0 + math.exp(-x))
-        assert all(abs(a - scale * b) <= TOL for a, b in zip(row, base))
+        expect_close(row, [scale * b for b in base], f"V2 with q1 = q2, query {i} (λ logit {x:g}): (1 − σ(λ_t))·A·v",
+                     TOL, axes=("column",))
 
 
 @pytest.mark.grade("02.2", points=1)
@@ -232,13 +258,13 @@ def test_v2_rejects_what_it_cannot_compute(impl):
     q1, k, q2, _, _ = draw(13, 3, 3, 2, 1)
     v = random_matrix(random.Random(14), 3, 2)
     for bad in ([0.1, 0.2], [0.1, math.nan, 0.2], math.inf):
-        with pytest.raises(ValueError):
+        with refuses(ValueError, f"diff_attention_v2 (3 queries) with lambda_logits = {bad}"):
             impl.diff_attention_v2(q1, q2, k, v, bad)
-    with pytest.raises(ValueError):
+    with refuses(ValueError, "diff_attention_v2 with 3 queries in q1 and 2 in q2"):
         impl.diff_attention_v2(q1, q2[:2], k, v, [0.0, 0.0, 0.0])
-    with pytest.raises(ValueError):
+    with refuses(ValueError, "diff_attention_v2 with 2 value rows for 3 keys"):
         impl.diff_attention_v2(q1, q2, k, v[:2], [0.0, 0.0, 0.0])
-    with pytest.raises(ValueError):  # causal needs N_q <= N_k (module docstring)
+    with refuses(ValueError, "causal diff_attention_v2 with more queries (3) than keys (2)"):
         impl.diff_attention_v2(q1, q2, k[:2], v[:2], [0.0, 0.0, 0.0], causal=True)
 
 

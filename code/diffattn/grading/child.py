@@ -31,13 +31,39 @@ from diffattn.grading.protocol import MAX_TEXT, Channel
 HIDDEN_PREFIX = "tests/hidden_"
 
 
+HYPOTHESIS_ADVICE = ("Verbosity.verbose", "@reproduce_failure", "@seed(", "HYPOTHESIS_")
+WIDTH = 300  # characters a line of feedback keeps
+
+
 def failure_text(report: Any) -> str:
-    """The assertion or exception lines of a failed test report (pytest's `E` lines), or the skip reason."""
+    """The assertion or exception lines of a failed test report (pytest's `E` lines, made compact), or the skip
+    reason."""
     if report.skipped and isinstance(report.longrepr, tuple):
         return f"skipped: {report.longrepr[2]}"
     text = getattr(report, "longreprtext", "") or str(report.longrepr)
     lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-    return ("\n".join(lines[:12]) or text[-1500:])[:MAX_TEXT]
+    return (compact(lines) or text[-1500:])[:MAX_TEXT]
+
+
+def compact(lines: list[str]) -> str:
+    """What a student needs from pytest's `E` lines: an assertion's own message without pytest's re-evaluation of
+    the asserted expression (the `assert …` and `+ where …` lines, which print every float of the lists compared),
+    Hypothesis' failing example on one line without the `impl` argument, none of Hypothesis' advice to developers."""
+    first = lines[0] if lines else ""
+    messaged = first.startswith("AssertionError: ") and not first.startswith("AssertionError: assert ")
+    kept: list[str] = []
+    example: list[str] | None = None
+    for line in lines:
+        if line.startswith(("Failing test case:", "Falsifying example:")):
+            example = []
+        elif example is not None and line != ")":
+            example += [] if line.startswith("impl=") else [line.rstrip(",")]
+        elif example is not None:
+            kept.append(f"failing case: {', '.join(example)}")
+            example = None
+        elif not (messaged and line.startswith(("assert ", "+"))) and not any(a in line for a in HYPOTHESIS_ADVICE):
+            kept.append(line)
+    return "\n".join(line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in kept[:12])
 
 
 def exception_line(error: BaseException) -> str:

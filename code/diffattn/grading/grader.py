@@ -321,7 +321,7 @@ def results_document(verdicts: list[Verdict], seconds: float) -> dict[str, Any]:
 
 
 def _first_line(text: str, width: int = 110) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "").removeprefix("AssertionError: ")
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -361,6 +361,20 @@ def hidden_summary(tests: list[dict[str, Any]]) -> str | None:
             f"{sum(t['max_score'] for t in hidden):g} points, {failed} of {len(hidden)} failed")
 
 
+def details_text(tests: list[dict[str, Any]]) -> str:
+    """--details: for each exercise part, its first failing test's whole message, then how many others failed
+    (stdout: on Gradescope only instructors read it, so hidden tests are included and marked)."""
+    blocks = []
+    for part in dict.fromkeys(t["tags"][0] for t in tests):
+        failed = [t for t in tests if t["tags"][0] == part and t["status"] == "failed"]
+        if failed:
+            first = failed[0]
+            hidden = " (hidden)" if first["visibility"] != "visible" else ""
+            more = f"\n(and {len(failed) - 1} more failing tests in {part})" if len(failed) > 1 else ""
+            blocks.append(f"--- {first['name']}{hidden}\n{first['output']}{more}")
+    return "\n\n".join(blocks)
+
+
 def main(options: Options, details: bool = False) -> int:
     document, verdicts = grade(options)
     if options.json_path:
@@ -368,11 +382,8 @@ def main(options: Options, details: bool = False) -> int:
     print(document["output"])
     if hidden_summary(document["tests"]):
         print(hidden_summary(document["tests"]))
-    if details:
-        for test in document["tests"]:  # stdout: on Gradescope only instructors read it
-            if test["status"] == "failed":
-                hidden = " (hidden)" if test["visibility"] != "visible" else ""
-                print(f"\n--- {test['name']}{hidden}\n{test['output']}")
+    if details and details_text(document["tests"]):
+        print(f"\n{details_text(document['tests'])}")
     else:
         failing = next((t["tags"][1] for t in document["tests"] if t["status"] == "failed"
                         and t["visibility"] == "visible"), None)
