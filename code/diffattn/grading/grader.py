@@ -321,7 +321,7 @@ def results_document(verdicts: list[Verdict], seconds: float) -> dict[str, Any]:
 
 
 def _first_line(text: str, width: int = 110) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "").removeprefix("AssertionError: ")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
@@ -340,7 +340,7 @@ def summary(verdicts: list[Verdict], tests: list[dict[str, Any]]) -> str:
             got, most = sum(t["score"] for t in mine), sum(t["max_score"] for t in mine)
             failed = next((t for t in mine if t["status"] == "failed"), None)
             reason = "" if failed is None else _first_line(
-                failed["output"] if verdict.zero else f"{failed['name'].split(': ', 1)[1]}: {failed['output']}")
+                failed["output"] if verdict.zero else f"{failed['name'].split(': ', 1)[1]}: {failed['output'].removeprefix('AssertionError: ')}")
             rows.append(f"{part:<6}{mine[0]['name'].split(': ')[0][len(part) + 1:][:43]:<44}"
                         f"{got:>6g} / {most:<5g}  {reason}")
         rows += [f"{verdict.exercise} policy: {finding}" for finding in verdict.policy]
