@@ -90,11 +90,14 @@ def expect_close(got: Any, want: Any, what: str, tol: float = 0.0, rel: float = 
 
 
 @contextlib.contextmanager
-def refuses(error: type[BaseException], case: str) -> Iterator[None]:
+def refuses(error: type[BaseException], case: str, mentioning: str | None = None) -> Iterator[None]:
     """Like pytest.raises(error), but a call that raises nothing fails with "<case>: must raise <error>; nothing was
-    raised". Any other exception propagates unchanged, so its own message reaches the student."""
+    raised", and with `mentioning` the error's message must contain that text. Any other exception propagates
+    unchanged, so its own message reaches the student."""
     try:
         yield
-    except error:
+    except error as raised:
+        if mentioning is not None and mentioning not in str(raised):
+            raise AssertionError(f"{case}: the {error.__name__} must say {mentioning!r}; it said {str(raised)!r}")
         return
     raise AssertionError(f"{case}: must raise {error.__name__}; nothing was raised")

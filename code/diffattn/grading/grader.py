@@ -218,7 +218,7 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
                  "pytest_args": pytest_args(tree, exercise, options.impl, test_files({**files, **hidden}, exercise[2:]))}
         messages, output, reason = run_child(tree, setup, options)
         changed = tree_changes(tree, {**files, **hidden})
-    restored = restore(options.root, checkout, skip)
+    restored, kept = restore(options.root, checkout, skip)
     try:
         read_report(verdict, messages)
     except (ProtocolError, KeyError, TypeError, AttributeError) as error:
@@ -228,7 +228,8 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
         verdict.error = f"{exercise}: the grader failed before importing the submission ({reason}): {output[-300:]}"
     reasons = [reason or verdict.zero,
                changed and f"changed the grader's files ({', '.join(changed[:3])})",
-               restored and f"changed the checkout ({', '.join(restored[:3])}), which was restored"]
+               restored and f"changed the checkout ({', '.join(restored[:3])}), which was restored; "
+                            f"the changed files are kept in {kept} (saved a file while grading ran? copy it back)"]
     verdict.zero = "; ".join(r for r in reasons if r) or None
     missing = [t["nodeid"] for t in verdict.tests if t["nodeid"] not in verdict.results]
     if not verdict.zero and missing:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 MANIFEST = "MANIFEST.sha256"
 SNAPSHOT_LIMIT = 8 << 20  # checkout files larger than this (data, say) are not snapshotted
+KEEP_LIMIT = 64 << 20  # bytes of changed checkout files kept aside when the checkout is restored
 UNWATCHED = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", "mutants", ".ipynb_checkpoints"}
 EDITOR_FILES = re.compile(r"(\.sw[a-p]|~|\.DS_Store)$|(^|/)\.#")  # an editor's swap files come and go while grading
 
@@ -66,18 +68,26 @@ def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
     return found
 
 
-def restore(root: Path, before: dict[str, bytes], skip: set[Path]) -> list[str]:
-    """Put the checkout back as `before` had it; returns the paths that had changed."""
+def restore(root: Path, before: dict[str, bytes], skip: set[Path]) -> tuple[list[str], Path | None]:
+    """Put the checkout back as `before` had it; returns the paths that had changed and the folder that keeps their
+    changed versions (None when nothing changed). A person who saved a file while grading ran loses nothing: the
+    grader cannot tell their edit from a submission's, so it restores both and keeps both, outside the checkout."""
     after = snapshot(root, skip)
     changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    kept = Path(tempfile.mkdtemp(prefix="diffattn-grade-changed-")) if changed else None
+    budget = KEEP_LIMIT
     for path in changed:
+        if kept is not None and path in after and len(after[path]) <= budget:
+            budget -= len(after[path])
+            (kept / path).parent.mkdir(parents=True, exist_ok=True)
+            (kept / path).write_bytes(after[path])
         target = root / path
         if path in before:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(before[path])
         else:
             target.unlink()
-    return changed
+    return changed, kept
 
 
 def tree_changes(tree: Path, files: dict[str, bytes]) -> list[str]:
