@@ -35,8 +35,10 @@ def show(value: Any) -> str:
 
 
 def _place(index: tuple[int, ...], axes: Sequence[str]) -> str:
-    names = list(axes) + [f"index {len(axes) + k}" for k in range(len(index) - len(axes))]
-    return ", ".join(f"{name} {i}" for name, i in zip(names, index))
+    """"query 1, key 5" with axes ("query", "key"); "index 1, 5" for the axes left unnamed."""
+    named = [f"{name} {i}" for name, i in zip(axes, index)]
+    rest = index[len(axes):]
+    return ", ".join(named + ([f"index {', '.join(map(str, rest))}"] if rest else []))
 
 
 def _leaves(value: Any, index: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], Any]]:

@@ -25,6 +25,7 @@ import tests.wrong
 from diffattn import experiments
 from tests.adapters import EXERCISES, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
+from tests.test_feedback import UNEXPLAINED
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
@@ -106,3 +107,7 @@ def test_wrong_implementation_loses_points(module: str, results: Path):
         assert exercise in loses(module) or got == most, f"{module} also loses points on {exercise}: list it in LOSES"
     broken = [t["name"] for t in tests if t["status"] != "passed" and BROKEN.search(t["output"])]
     assert not broken, f"{module} crashes instead of computing a wrong answer: {broken}"
+    # ... and each failure tells the student what was expected: a message, not pytest's bare `assert …`
+    unexplained = [f"{t['name']}: {t['output'][:200]}" for t in tests
+                   if t["status"] != "passed" and UNEXPLAINED.search(t["output"].splitlines()[0])]
+    assert not unexplained, f"{module}: failures without a message (add one, see tests/feedback.py): {unexplained}"

@@ -63,6 +63,8 @@ def compact(lines: list[str]) -> str:
             example = None
         elif not (messaged and line.startswith(("assert ", "+"))) and not any(a in line for a in HYPOTHESIS_ADVICE):
             kept.append(line)
+    if example:  # cut off before its closing parenthesis
+        kept.append(f"failing case: {', '.join(example)}")
     return "\n".join(line if len(line) <= WIDTH else line[: WIDTH - 1] + "…" for line in kept[:12])
 
 

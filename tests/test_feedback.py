@@ -1,0 +1,191 @@
+"""Graded feedback says what is wrong: every graded assertion carries a message, the helpers that write them fail
+exactly when they should, and the grader keeps the message while dropping pytest's and Hypothesis' noise.
+
+The known-wrong implementations check the same from the other side: every failure they cause reads as a message
+(tests/test_graders_reject_wrong.py, `test_wrong_implementation_loses_points`).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from diffattn.grading.child import WIDTH, compact
+from tests.feedback import expect_close, first_difference, refuses, show
+
+TESTS = Path(__file__).resolve().parent
+UNEXPLAINED = re.compile(r"^(AssertionError: )?assert |^AssertionError$|DID NOT RAISE")  # see the last test
+
+
+def is_graded(function: ast.FunctionDef) -> bool:
+    return any(isinstance(d, ast.Call) and ast.unparse(d.func).endswith("mark.grade") for d in function.decorator_list)
+
+
+def graded_code(tree: ast.Module) -> list[ast.FunctionDef]:
+    """The graded test functions of a module and the module-level helpers they call, directly or through others."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions.update({n.name: n for c in tree.body if isinstance(c, ast.ClassDef)
+                      for n in c.body if isinstance(n, ast.FunctionDef)})
+    reached = [f for f in functions.values() if is_graded(f)]
+    for function in reached:  # grows while it is walked
+        for call in ast.walk(function):
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in functions:
+                helper = functions[call.func.id]
+                if helper not in reached and not helper.name.startswith("test_"):
+                    reached.append(helper)
+    return reached
+
+
+def unexplained_checks(source: str) -> list[str]:
+    """`line: what` for each assert without a message and each pytest.raises in graded code."""
+    found = []
+    for function in graded_code(ast.parse(source)):
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assert) and node.msg is None:
+                found.append(f"{node.lineno}: assert without a message in {function.name}")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "pytest.raises":
+                found.append(f"{node.lineno}: pytest.raises in {function.name} (use tests.feedback.refuses)")
+    return found
+
+
+GRADED_FILES = sorted(p for p in TESTS.glob("test_*.py") if "mark.grade(" in p.read_text())
+
+
+def test_the_graded_files_are_found():
+    lessons = {p.name[5:7] for p in GRADED_FILES}
+    assert lessons >= {"01", "02", "03", "04", "05", "07", "11"}, sorted(lessons)
+
+
+@pytest.mark.parametrize("path", GRADED_FILES, ids=lambda p: p.name)
+def test_every_graded_check_carries_a_message(path):
+    problems = unexplained_checks(path.read_text())
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+def test_the_message_check_sees_what_it_must():
+    source = '''
+import pytest
+@pytest.mark.grade("01.1", points=1)
+def test_graded(impl):
+    assert impl.f() == 1, "f() must be 1"
+    assert helper(impl)
+    with pytest.raises(ValueError):
+        impl.f(-1)
+def helper(impl):
+    assert impl.g()
+    return deeper()
+def deeper():
+    assert True
+def test_not_graded():
+    assert 1
+'''
+    problems = unexplained_checks(source)
+    assert [p.split(":")[0] for p in problems] == ["6", "7", "10", "13"], problems
+
+
+# ---------------------------------------------------------------- the helpers
+
+
+def test_first_difference_names_the_first_differing_entry_by_its_axes():
+    want = [[0.25, 0.75], [0.5, 0.5]]
+    assert first_difference([[0.25, 0.75], [0.5, 0.5]], want) is None
+    assert first_difference([[0.25, 0.75], [0.5, 0.5 + 1e-13]], want, tol=1e-12) is None
+    message = first_difference([[0.25, 0.75], [0.4, 0.6]], want, tol=1e-12, axes=("query", "key"))
+    assert message == "query 1, key 0: expected 0.5, got 0.4 (difference 0.1 > tolerance 1e-12)", message
+    assert "expected shape (2, 2), got shape (2,)" in first_difference([0.25, 0.75], want)
+    assert "shape (1, 2)" in first_difference([[0.25, 0.75]], want)
+
+
+def test_first_difference_treats_nan_and_infinity_exactly():
+    assert first_difference([math.nan, math.inf], [math.nan, math.inf], tol=1.0) is None
+    assert first_difference([0.0], [math.nan], tol=1.0) == "index 0: expected nan, got 0"
+    assert first_difference([math.nan], [0.0], tol=1.0) == "index 0: expected 0, got nan"
+    assert first_difference([1e308], [math.inf], tol=1e300) == "index 0: expected inf, got 1e+308"
+    assert first_difference([-math.inf], [math.inf]) == "index 0: expected inf, got -inf"
+
+
+def test_first_difference_relative_tolerance():
+    assert first_difference([1000.5], [1000.0], tol=0.0, rel=1e-3) is None
+    assert "+ 0.0001·|expected|" in first_difference([1000.5], [1000.0], tol=0.0, rel=1e-4)
+
+
+def test_first_difference_compares_tensors():
+    torch = pytest.importorskip("torch")
+    want = torch.zeros(2, 3, dtype=torch.float64)
+    got = want.clone()
+    assert first_difference(got, want) is None
+    got[1, 2] = 0.5
+    assert first_difference(got, want, axes=("row", "column")).startswith("row 1, column 2: expected 0, got 0.5")
+    assert "expected shape (2, 3), got shape (3, 2)" in first_difference(want.T, want)
+
+
+def test_expect_close_fails_with_the_quantity_named():
+    expect_close([1.0], [1.0], "weights")
+    with pytest.raises(AssertionError, match=r"^V1 weights \(λ=0.8\): key 0: expected 1, got 2 "):
+        expect_close([2.0], [1.0], "V1 weights (λ=0.8)", axes=("key",))
+
+
+def test_refuses_passes_only_when_the_error_is_raised():
+    with refuses(ValueError, "f(-1)"):
+        raise ValueError("negative")
+    with pytest.raises(AssertionError, match=r"^f\(-1\): must raise ValueError; nothing was raised$"):
+        with refuses(ValueError, "f(-1)"):
+            pass
+    with pytest.raises(TypeError, match="its own message"):  # another error reaches the student unchanged
+        with refuses(ValueError, "f(-1)"):
+            raise TypeError("its own message")
+    with refuses(ValueError, "f(-1)", mentioning="negative"):
+        raise ValueError("n is negative")
+    with pytest.raises(AssertionError, match="must say 'negative'; it said 'bad'"):
+        with refuses(ValueError, "f(-1)", mentioning="negative"):
+            raise ValueError("bad")
+
+
+def test_show_is_compact():
+    assert show(0.1 + 0.2) == "0.3"
+    assert show([1.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0]) == "[1, 2.5, 3, 4, 5, 6, …]"
+    assert show((1.0, [0.125])) == "(1, [0.125])"
+    assert show(True) == "True" and show(3) == "3"
+
+
+# ---------------------------------------------------------------- what the grader keeps of a failure
+
+
+def test_compact_keeps_the_message_and_drops_pytests_reevaluation():
+    lines = ["AssertionError: V2: query 0 must sum to 0.5, got 1", "assert 0.5 <= 1e-12",
+             "+  where 0.5 = abs((1.0 - 0.5))"]
+    assert compact(lines) == "AssertionError: V2: query 0 must sum to 0.5, got 1"
+
+
+def test_compact_keeps_a_bare_asserts_explanation():
+    lines = ["AssertionError: assert False", "+  where False = close([[0.1]], [[0.2]])"]
+    assert compact(lines) == "\n".join(lines)
+
+
+def test_compact_puts_hypothesis_case_on_one_line_without_the_implementation():
+    lines = ["AssertionError: rows must sum to 1", "assert 2 <= 1e-12", "Failing test case: test_rows(",
+             "impl=Implementation('exercises'),", "seed=944,", "n_q=1,", ")",
+             "You can reproduce this example by temporarily adding @reproduce_failure('6.1', b'AA') as a decorator",
+             "Explanation: use Verbosity.verbose to view"]
+    assert compact(lines) == "AssertionError: rows must sum to 1\nfailing case: seed=944, n_q=1"
+    assert compact(lines[:5]) == "AssertionError: rows must sum to 1\nfailing case: seed=944"  # cut before ")"
+
+
+def test_compact_cuts_long_lines():
+    (line,) = compact(["ValueError: " + "x" * 1000]).splitlines()
+    assert len(line) == WIDTH and line.endswith("…")
+
+
+def test_unexplained_failures_are_recognised():
+    """The pattern test_graders_reject_wrong.py uses to find a failure that is no sentence."""
+    for raw in ("AssertionError: assert False", "assert 3 == 4", "Failed: DID NOT RAISE <class 'ValueError'>",
+                "AssertionError"):
+        assert UNEXPLAINED.search(raw), raw
+    for explained in ("AssertionError: V1 weights: query 0, key 1: expected 0, got 0.1",
+                      "TypeError: softmax returned tuple; its docstring promises list[float]",
+                      "AssertionError: f(-1): must raise ValueError; nothing was raised"):
+        assert not UNEXPLAINED.search(explained), explained
