@@ -42,7 +42,7 @@ test-slow: $(STAMP)
 	$(PYTEST)
 
 # Grades exercises/ (not the reference), each exercise in its own process: `make grade EX=ex05` for one, DETAILS=1
-# for every failure message. Exits 0 whenever grading completed, whatever the score.
+# for each part's first failure in full. Exits 0 whenever grading completed, whatever the score.
 grade: $(STAMP)
 	$(PY) -m diffattn grade $(if $(EX),--only $(EX)) $(if $(DETAILS),--details) --json results.json
 

@@ -187,3 +187,33 @@ def test_a_missing_file_is_not_submitted_and_the_hint_names_the_exercise_graded(
     ex04 = [t for t in report["tests"] if t["tags"][1] == "ex04"]
     assert all(t["output"] == "ex04 scores 0: not submitted: the submission has no ex04_accounting.py" for t in ex04)
     assert "make grade EX=ex01 DETAILS=1" in run.stdout and "EX=ex03" not in run.stdout
+
+
+def test_details_show_each_parts_first_failure_and_count_the_rest():
+    from diffattn.grading.grader import details_text
+
+    def test(part, status, output, visibility="visible"):
+        return {"name": f"{part} title: test_{output}", "status": status, "output": output, "tags": [part, "ex01"],
+                "visibility": visibility}
+    tests = [test("01.1", "passed", "a"), test("01.1", "failed", "first"), test("01.1", "failed", "second"),
+             test("01.2", "failed", "only", "hidden"), test("01.3", "passed", "b")]
+    assert details_text(tests) == ("--- 01.1 title: test_first\nfirst\n(and 1 more failing tests in 01.1)\n\n"
+                                   "--- 01.2 title: test_only (hidden)\nonly")
+    assert details_text(tests[:1]) == ""
+
+
+def test_restoring_the_checkout_keeps_what_was_changed(tmp_path):
+    """A student who saves a file while grading runs gets it restored (the grader cannot tell their edit from a
+    submission's), and finds the changed version in the folder the reason names."""
+    from diffattn.grading.tree import restore, snapshot
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "exercises" / "ex01_softmax.py").write_text("before")
+    before = snapshot(tmp_path, set())
+    (tmp_path / "exercises" / "ex01_softmax.py").write_text("saved while grading")
+    (tmp_path / "new.py").write_text("added")
+    changed, kept = restore(tmp_path, before, set())
+    assert changed == ["exercises/ex01_softmax.py", "new.py"]
+    assert (tmp_path / "exercises" / "ex01_softmax.py").read_text() == "before" and not (tmp_path / "new.py").exists()
+    assert (kept / "exercises" / "ex01_softmax.py").read_text() == "saved while grading"
+    assert (kept / "new.py").read_text() == "added"
+    assert restore(tmp_path, before, set()) == ([], None)

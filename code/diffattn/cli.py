@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="an exercise file that uses its reference solution scores 0 (default: reported only)")
     grade.add_argument("--fail-below-full", action="store_true",
                        help="exit 3 unless every graded test passed (for GitHub Classroom's command grader)")
-    grade.add_argument("--details", action="store_true", help="also print every failing test's message")
+    grade.add_argument("--details", action="store_true", help="also print each exercise part's first failure in full")
 
     train = sub.add_parser("train", help="train one variant on one task (lesson 08); works under torchrun")
     train_options.add_train_arguments(train)

@@ -389,7 +389,7 @@ def main(options: Options, details: bool = False) -> int:
         failing = next((t["tags"][1] for t in document["tests"] if t["status"] == "failed"
                         and t["visibility"] == "visible"), None)
         if failing:
-            print(f"every failing test's message: add --details (make grade EX={failing} DETAILS=1)")
+            print(f"each part's first failure in full: add --details (make grade EX={failing} DETAILS=1)")
     if options.json_path:
         print(f"wrote {options.json_path} in {document['execution_time']:g} s")
     if any(v.error for v in verdicts):
