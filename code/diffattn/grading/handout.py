@@ -7,8 +7,8 @@ instructor has done there, never reach a handout) it builds DEST where:
   the exercise's signature and docstring over a call to the student's function (`calls_yours`, diffattn.yours), so
   that lessons, notebooks and tests run on the student's code and name the exercise they wait for;
 * a lesson code block that shows a solution line is replaced by a pointer to the exercise;
-* the known-wrong implementations and the grader's own meta-tests are left out (several wrong answers are one line
-  away from the solution);
+* the known-wrong and the independent correct implementations and the grader's own meta-tests are left out (several
+  wrong answers are one line away from the solution);
 * MANIFEST.sha256 lists the grading files, so the handout's `make grade` reports an edited test instead of trusting it.
 
 `solution_lines` is what "nothing of the solutions left" means, and tests/test_handout.py greps the handout for it.
@@ -30,8 +30,9 @@ from pathlib import Path
 
 from diffattn.grading.manifest import write_manifest
 
-LEFT_OUT = ("tests/wrong/", "tests/grading/hostile/", "tests/grading/mutation", "tests/test_graders_reject_wrong.py",
-            "tests/test_grading_hostile.py", "tests/test_handout.py", "tests/test_mutation")
+LEFT_OUT = ("tests/wrong/", "tests/correct/", "tests/grading/hostile/", "tests/grading/mutation",
+            "tests/test_graders_reject_wrong.py", "tests/test_grading_hostile.py", "tests/test_handout.py",
+            "tests/test_mutation")
 HANDOUT_NOTE = ("**This is the student handout.** The functions the exercises ask for are yours to write, in "
                 "`exercises/`: the lessons, the notebooks and `make test` run on your code, and each stops with one "
                 "line naming the exercise it needs until you have written it. `make grade` grades your exercises "
