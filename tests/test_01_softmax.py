@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from diffattn.errors import ConfigError
 from diffattn.experiments import lesson01_noise_floor as lesson
 from diffattn.pure.softmax import softmax as reference_softmax
+from tests.feedback import expect_close, refuses, show
 
 TOL = 1e-12
 PROPERTY = settings(derandomize=True, max_examples=150, deadline=None)
@@ -33,6 +34,20 @@ def exact_softmax(logits):
 # ---------------------------------------------------------------- exercise 01.1 (graded)
 
 
+def shown(got, want):
+    """show(got), or every digit of it where 6 significant digits would make it look like `want`."""
+    return repr(got) if show(got) == show(want) else show(got)
+
+
+def why_no_distribution(logits):
+    """What makes a row of logits impossible to normalise, in the lesson's words."""
+    if not logits:
+        return "an empty row has no weights"
+    if all(z == -math.inf for z in logits):
+        return "every logit is −inf (masked): there is no key to attend to"
+    return "a NaN or +inf logit has no finite weight"
+
+
 @pytest.mark.grade("01.1", points=2)
 @PROPERTY
 @given(logit_rows)
@@ -41,10 +56,16 @@ def exact_softmax(logits):
 def test_weights_form_a_distribution(impl, logits):
     before = list(logits)
     weights = impl.softmax(logits)
-    assert logits == before and weights is not logits, "return a new list; the caller's logits must not change"
-    assert len(weights) == len(logits)
-    assert all(0.0 <= w <= 1.0 for w in weights), weights
-    assert abs(math.fsum(weights) - 1.0) <= TOL
+    assert logits == before, (f"return a new list; the caller's logits must not change: softmax({show(before)}) "
+                              f"left them as {show(logits)}")
+    assert weights is not logits, f"return a new list; softmax({show(before)}) returned the caller's list itself"
+    assert len(weights) == len(logits), \
+        f"softmax of {len(logits)} logits {show(logits)} must return {len(logits)} weights, got {len(weights)}"
+    for j, w in enumerate(weights):
+        assert 0.0 <= w <= 1.0, f"softmax({show(logits)}): weight {j} must lie in [0, 1], got {show(w)}"
+    total = math.fsum(weights)
+    assert abs(total - 1.0) <= TOL, \
+        f"softmax({show(logits)}): the weights must sum to 1 (±1e-12), got {shown(total, 1.0)}"
 
 
 @pytest.mark.grade("01.1", points=1)
@@ -52,33 +73,50 @@ def test_weights_form_a_distribution(impl, logits):
 @given(st.lists(st.floats(-30, 30), min_size=1, max_size=30), st.floats(-1000, 1000))
 def test_adding_a_constant_to_every_logit_changes_nothing(impl, logits, shift):
     shifted = impl.softmax([z + shift for z in logits])
+    unshifted = impl.softmax(logits)
     # z + c rounds to within ulp(1000)/2 ≈ 6e-14 per logit, so the weights may move by a few 1e-13: tolerance 1e-11
-    assert all(abs(a - b) <= 1e-11 for a, b in zip(shifted, impl.softmax(logits)))
+    for j, (a, b) in enumerate(zip(shifted, unshifted)):
+        assert abs(a - b) <= 1e-11, (f"adding c = {show(shift)} to every logit of {show(logits)} must change nothing; "
+                                     f"weight {j}: {show(b)} without c, {shown(a, b)} with it (tolerance 1e-11)")
 
 
 @pytest.mark.grade("01.1", points=2)
 def test_huge_and_tiny_logits_neither_overflow_nor_vanish(impl):
     expected = exact_softmax([2.0, 1.0, 0.0])  # softmax is shift invariant: [1000, 999, 998] has the same weights
     for logits in ([1000.0, 999.0, 998.0], [-1000.0, -1001.0, -1002.0]):
-        assert all(abs(w - e) <= TOL for w, e in zip(impl.softmax(logits), expected)), logits
+        weights = impl.softmax(logits)
+        for j, (w, e) in enumerate(zip(weights, expected)):
+            assert abs(w - e) <= TOL, (f"softmax({show(logits)}) must equal softmax([2, 1, 0]) = {show(expected)} "
+                                       f"(shift invariance); weight {j}: expected {show(e)}, got {shown(w, e)}")
     spread = impl.softmax([0.0, 1000.0, -1000.0])  # a spread of 2000 defeats subtracting the minimum
-    assert spread[1] == 1.0 and 0.0 <= spread[0] <= 1e-300 and 0.0 <= spread[2] <= 1e-300
+    what = "softmax([0, 1000, -1000]) (a spread of 2000: subtract the maximum, not the minimum)"
+    assert spread[1] == 1.0, f"{what}: weight 1 must be exactly 1, got {shown(spread[1], 1.0)}"
+    assert 0.0 <= spread[0] <= 1e-300, f"{what}: weight 0 must be 0 to within 1e-300, got {show(spread[0])}"
+    assert 0.0 <= spread[2] <= 1e-300, f"{what}: weight 2 must be 0 to within 1e-300, got {show(spread[2])}"
 
 
 @pytest.mark.grade("01.1", points=2)
 def test_masked_positions_get_exactly_zero(impl):
     weights = impl.softmax([1.0, -math.inf, 2.0, -math.inf])
-    assert weights[1] == 0.0 and weights[3] == 0.0  # exact: a masked key must not leak any weight
+    what = "softmax([1, -inf, 2, -inf])"
+    # exact: a masked key must not leak any weight
+    assert weights[1] == 0.0, f"{what}: masked key 1 must weigh exactly 0, got {show(weights[1])}"
+    assert weights[3] == 0.0, f"{what}: masked key 3 must weigh exactly 0, got {show(weights[3])}"
     expected = exact_softmax([1.0, 2.0])
-    assert abs(weights[0] - expected[0]) <= TOL and abs(weights[2] - expected[1]) <= TOL
-    assert impl.softmax([-math.inf, 5.0, -math.inf]) == [0.0, 1.0, 0.0]
+    assert abs(weights[0] - expected[0]) <= TOL, \
+        f"{what}: key 0 must weigh softmax([1, 2])[0] = {show(expected[0])}, got {shown(weights[0], expected[0])}"
+    assert abs(weights[2] - expected[1]) <= TOL, \
+        f"{what}: key 2 must weigh softmax([1, 2])[1] = {show(expected[1])}, got {shown(weights[2], expected[1])}"
+    single = impl.softmax([-math.inf, 5.0, -math.inf])
+    assert single == [0.0, 1.0, 0.0], \
+        f"softmax([-inf, 5, -inf]) must be exactly [0, 1, 0], got {shown(single, [0.0, 1.0, 0.0])}"
 
 
 @pytest.mark.grade("01.1", points=0.5)
 @pytest.mark.parametrize("bad", [[], [-math.inf, -math.inf], [math.nan, 1.0], [1.0, math.inf]],
                          ids=["empty", "all-masked", "nan", "plus-inf"])
 def test_rows_without_a_distribution_raise_value_error(impl, bad):
-    with pytest.raises(ValueError):
+    with refuses(ValueError, f"softmax({show(bad)}): {why_no_distribution(bad)}"):
         impl.softmax(bad)
 
 
@@ -87,22 +125,72 @@ def test_rows_without_a_distribution_raise_value_error(impl, bad):
                          ids=["nan-last", "nan-after-masked", "only-nan", "plus-inf-after-masked"])
 def test_nan_or_plus_inf_anywhere_raises(impl, bad):
     """Every entry is checked, not only the first or the maximum (max([1.0, nan]) is 1.0: NaN hides from it)."""
-    with pytest.raises(ValueError):
+    case = f"softmax({show(bad)}) has a NaN or +inf logit (check every entry, not only the first or the max)"
+    with refuses(ValueError, case):
         impl.softmax(bad)
 
 
 @pytest.mark.grade("01.1", points=1)
 def test_any_sequence_of_logits_and_a_single_logit(impl):
-    assert impl.softmax((2.0, 2.0)) == [0.5, 0.5]  # a tuple is a sequence too; the result is a new list
-    assert impl.softmax([-1e300]) == [1.0] and impl.softmax([7.0, -math.inf]) == [1.0, 0.0]
+    pair = impl.softmax((2.0, 2.0))
+    # a tuple is a sequence too; the result is a new list
+    assert pair == [0.5, 0.5], f"softmax of the tuple (2, 2) must be the list [0.5, 0.5], got {shown(pair, [0.5, 0.5])}"
+    single = impl.softmax([-1e300])
+    assert single == [1.0], f"softmax([-1e300]) (one logit) must be exactly [1], got {shown(single, [1.0])}"
+    masked = impl.softmax([7.0, -math.inf])
+    assert masked == [1.0, 0.0], f"softmax([7, -inf]) must be exactly [1, 0], got {shown(masked, [1.0, 0.0])}"
 
 
 @pytest.mark.grade("01.1", points=0.5)
 @pytest.mark.parametrize("n, margin", [(2, 0.0), (16, 2.0), (1024, 5.0), (4096, 10.0)])
 def test_noise_floor_matches_the_closed_form(impl, n, margin):
     weights = impl.softmax([margin] + [0.0] * (n - 1))
-    assert abs(math.fsum(weights[1:]) - (n - 1) / (n - 1 + math.exp(margin))) <= TOL
-    assert abs(weights[0] - math.exp(margin) / (n - 1 + math.exp(margin))) <= TOL
+    what = f"softmax([{show(margin)}] + [0]×{n - 1}) (N={n}, margin m={show(margin)})"
+    floor, want_floor = math.fsum(weights[1:]), (n - 1) / (n - 1 + math.exp(margin))
+    assert abs(floor - want_floor) <= TOL, (f"{what}: the noise floor (the N − 1 irrelevant weights) must be "
+                                            f"(N − 1)/(N − 1 + e^m) = {show(want_floor)}, "
+                                            f"got {shown(floor, want_floor)}")
+    signal, want_signal = weights[0], math.exp(margin) / (n - 1 + math.exp(margin))
+    assert abs(signal - want_signal) <= TOL, \
+        f"{what}: weight 0 must be e^m/(N − 1 + e^m) = {show(want_signal)}, got {shown(signal, want_signal)}"
+
+
+# The docstring's whole domain: any finite float, or −inf (masked), in rows with at least one finite entry.
+FINITE = st.floats(allow_nan=False, allow_infinity=False)
+whole_rows = st.lists(st.one_of(FINITE, st.just(-math.inf)), min_size=1, max_size=30).filter(
+    lambda row: max(row) > -math.inf)
+
+
+def shifted_oracle(logits):
+    """exp(z − m)/Σ exp(z − m) with m = max, summed exactly. z − m may round to −inf (1e308 − (−1e308)): weight 0,
+    which is within 1e-12 of the true exp(−2e308)."""
+    top = max(logits)
+    exps = [math.exp(z - top) for z in logits]
+    return [e / math.fsum(exps) for e in exps]
+
+
+@pytest.mark.grade("01.1", points=1)
+@PROPERTY
+@given(whole_rows)
+@example([1.7e308, -1.7e308, 0.0]).via("the widest spread: z − m overflows to −inf")
+@example([-1e308, -1e308]).via("every logit hugely negative")
+@example([5e-324, -5e-324, -math.inf]).via("subnormal logits")
+def test_every_finite_row_works_however_far_out(impl, logits):
+    """Any finite logits, out to ±1.8e308: the subtraction of the maximum must hold everywhere, not only near 0."""
+    expect_close(impl.softmax(logits), shifted_oracle(logits), f"softmax({show(logits)})", TOL, axes=("weight",))
+
+
+@pytest.mark.grade("01.1", points=1)
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(FINITE, st.integers(1, 30_000))
+@example(700.0, 20_000).via("each exp(700) ≈ 1e304 is finite, their sum is not")
+@example(709.5, 3).via("3·exp(709.5) overflows")
+@example(-745.0, 2).via("each exp(−745) underflows to 0 without the shift")
+def test_equal_logits_share_the_weight_in_rows_of_any_length(impl, value, n):
+    """N equal logits give 1/N each for every finite value: a shift applied only to "large" rows leaves Σ exp(z)
+    to overflow once N·exp(z) passes 1.8e308, however small each term."""
+    expect_close(impl.softmax([value] * n), [1.0 / n] * n, f"softmax of {n} logits all equal to {show(value)}", TOL,
+                 axes=("weight",))
 
 
 # ---------------------------------------------------------------- the reference and the experiment

@@ -11,7 +11,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from diffattn.errors import ConfigError
@@ -131,7 +131,7 @@ def test_v1_causal_mask_gives_future_keys_exactly_zero(impl, n_q, n_k):
 @pytest.mark.grade("02.1", points=1)
 def test_v1_rejects_what_it_cannot_compute(impl):
     q1, k1, q2, k2, _ = draw(3, 3, 4, 2, 1)
-    for lam in (math.nan, math.inf):
+    for lam in (math.nan, math.inf, -math.inf):  # not finite: both infinities, not only +inf
         with refuses(ValueError, f"diff_weights_v1 with λ = {lam}"):
             impl.diff_weights_v1(q1, k1, q2, k2, lam)
     with refuses(ValueError, "diff_weights_v1 with 3 queries in q1 and 2 in q2"):
@@ -152,6 +152,36 @@ def test_without_a_mask_more_queries_than_keys_is_fine(impl):
     q1, k1, q2, k2, _ = draw(16, 5, 3, 4, 1)
     expect_close(impl.diff_weights_v1(q1, k1, q2, k2, 0.3), oracle_v1_weights(q1, k1, q2, k2, 0.3),
                  "V1 weights, 5 queries over 3 keys, no mask (only causal needs N_q ≤ N_k)", TOL, axes=MAP)
+
+
+def ragged(rows):
+    """The same matrix with its LAST row one entry short: no longer (N, d), found only by checking every row."""
+    return [list(row) for row in rows[:-1]] + [list(rows[-1][:-1])]
+
+
+@pytest.mark.grade("02.1", points=1)
+@pytest.mark.parametrize("which", ["q1", "k1", "q2", "k2"])
+def test_v1_checks_every_row_of_every_matrix(impl, which):
+    """A matrix with one short row is not (N, d): it differs in shape from its partner, whichever row it is."""
+    q1, k1, q2, k2, v = draw(17, 3, 4, 3, 6)
+    inputs = {"q1": q1, "k1": k1, "q2": q2, "k2": k2}
+    inputs[which] = ragged(inputs[which])
+    case = f"diff_weights_v1 with {which}'s last row {len(inputs[which][-1])} wide (its other rows and d are 3)"
+    with refuses(ValueError, case):
+        impl.diff_weights_v1(inputs["q1"], inputs["k1"], inputs["q2"], inputs["k2"], 0.5)
+    with refuses(ValueError, case.replace("diff_weights_v1", "diff_attention_v1")):
+        impl.diff_attention_v1(inputs["q1"], inputs["k1"], inputs["q2"], inputs["k2"], v, 0.5)
+
+
+@pytest.mark.grade("02.1", points=1)
+@PROPERTY
+@given(seeds, st.floats(allow_nan=False, allow_infinity=False), st.booleans())
+def test_v1_takes_every_finite_lambda(impl, seed, lam, causal):
+    """λ may be any finite float (±1e308 included). Entries then reach |λ|, so the tolerance is 1e-12·max(1, |λ|):
+    the rounding of λ·A2_ij is |λ| times A2's."""
+    q1, k1, q2, k2, _ = draw(seed, 3, 4, 2, 1)
+    expect_close(impl.diff_weights_v1(q1, k1, q2, k2, lam, causal), oracle_v1_weights(q1, k1, q2, k2, lam, causal),
+                 f"V1 weights ({case(lam, causal)})", TOL * max(1.0, abs(lam)), axes=MAP)
 
 
 # ---------------------------------------------------------------- exercise 02.2: V1 and V2 outputs (graded)
@@ -257,7 +287,7 @@ def test_v2_with_identical_queries_is_scaled_ordinary_attention(impl):
 def test_v2_rejects_what_it_cannot_compute(impl):
     q1, k, q2, _, _ = draw(13, 3, 3, 2, 1)
     v = random_matrix(random.Random(14), 3, 2)
-    for bad in ([0.1, 0.2], [0.1, math.nan, 0.2], math.inf):
+    for bad in ([0.1, 0.2], [0.1, math.nan, 0.2], math.inf, -math.inf, [0.1, 0.2, -math.inf]):
         with refuses(ValueError, f"diff_attention_v2 (3 queries) with lambda_logits = {bad}"):
             impl.diff_attention_v2(q1, q2, k, v, bad)
     with refuses(ValueError, "diff_attention_v2 with 3 queries in q1 and 2 in q2"):
@@ -266,6 +296,54 @@ def test_v2_rejects_what_it_cannot_compute(impl):
         impl.diff_attention_v2(q1, q2, k, v[:2], [0.0, 0.0, 0.0])
     with refuses(ValueError, "causal diff_attention_v2 with more queries (3) than keys (2)"):
         impl.diff_attention_v2(q1, q2, k[:2], v[:2], [0.0, 0.0, 0.0], causal=True)
+
+
+def stable_sigmoid(x):
+    """σ(x) without overflow anywhere: 1/(1 + e^−x) for x ≥ 0, e^x/(1 + e^x) for x < 0 (e^−x overflows below −709)."""
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+@pytest.mark.grade("02.2", points=1)
+@PROPERTY
+@given(seeds, st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=5), st.booleans())
+def test_v2_takes_every_finite_lambda_logit(impl, seed, lambda_logits, causal):
+    """Any finite λ_t, out to ±1.8e308: σ(−1000) is 0 to double precision and σ(1000) is 1, while the textbook
+    1/(1 + e^−λ_t) overflows for λ_t < −709.78."""
+    n = len(lambda_logits)
+    q1, k, q2, _, _ = draw(seed, n, n, 3, 1)
+    v = random_matrix(random.Random(seed + 1), n, 3)
+    gates = [stable_sigmoid(x) for x in lambda_logits]
+    a1, a2 = oracle_map(q1, k, causal), oracle_map(q2, k, causal)
+    want = oracle_times([[x - g * y for x, y in zip(r1, r2)] for r1, r2, g in zip(a1, a2, gates)], v)
+    expect_close(impl.diff_attention_v2(q1, q2, k, v, lambda_logits, causal), want,
+                 f"V2 output with λ logits {show(lambda_logits)} ({'causal' if causal else 'no mask'})", TOL, axes=OUT)
+
+
+@pytest.mark.grade("02.2", points=1)
+@pytest.mark.parametrize("x", [-1000.0, -1e308, 1000.0, 1e308])
+def test_v2_takes_one_extreme_lambda_logit_for_every_row(impl, x):
+    q1, k, q2, _, _ = draw(18, 3, 3, 2, 1)
+    v = random_matrix(random.Random(19), 3, 2)
+    want = oracle_v2(q1, q2, k, v, [0.0] * 3) if False else oracle_times(
+        [[a - stable_sigmoid(x) * b for a, b in zip(r1, r2)] for r1, r2 in zip(oracle_map(q1, k), oracle_map(q2, k))], v)
+    expect_close(impl.diff_attention_v2(q1, q2, k, v, x), want,
+                 f"V2 output with the single λ logit {show(x)} for every row (σ = {show(stable_sigmoid(x))})", TOL,
+                 axes=OUT)
+
+
+@pytest.mark.grade("02.2", points=1)
+@pytest.mark.parametrize("which", ["q1", "q2", "v"])
+def test_v2_and_v1_outputs_check_every_row(impl, which):
+    """One short row anywhere in q1 or q2 (V2) or in V1's values is a shape error, whichever row it is."""
+    q1, k1, q2, k2, v = draw(20, 3, 3, 2, 4)
+    if which == "v":
+        with refuses(ValueError, "diff_attention_v1 with the values' last row 3 wide (the others 2d = 4)"):
+            impl.diff_attention_v1(q1, k1, q2, k2, ragged(v), 0.5)
+        return
+    pair = {"q1": q1, "q2": q2}
+    pair[which] = ragged(pair[which])
+    with refuses(ValueError, f"diff_attention_v2 with {which}'s last row 1 wide (the other query rows are 2)"):
+        impl.diff_attention_v2(pair["q1"], pair["q2"], k1, [row[:2] for row in v], [0.0, 0.0, 0.0])
 
 
 # ---------------------------------------------------------------- the reference and the lesson's numbers

@@ -27,6 +27,7 @@ from diffattn.pure.snr import (
 )
 from diffattn.pure.softmax import softmax
 from diffattn.results import load_numbers
+from tests.feedback import refuses, show
 
 REL = 1e-9  # float64 arithmetic on rows of <= a few thousand entries
 
@@ -60,13 +61,35 @@ def synthetic(n, mu, sigma, rho, seed, s=0):
 # ---------------------------------------------------------------- 03.1 signal_to_noise
 
 
+def versus(want, got):
+    """'expected W, got G' to 6 significant digits, or to every digit where 6 would make them look the same."""
+    w, g = show(want), show(got)
+    if w == g:
+        w, g = repr(want), repr(got)
+    return f"expected {w}, got {g}"
+
+
+def first_miss(lambdas, got, want, rel):
+    """Where a λ sweep that failed `got == pytest.approx(want, rel=rel)` first goes wrong: its length, or the λ."""
+    if len(got) != len(want):
+        return f"expected {len(want)} SNRs, one per λ in {show(list(lambdas))}, got {len(got)}: {show(got)}"
+    for lam, g, w in zip(lambdas, got, want):
+        if g != pytest.approx(w, rel=rel):
+            return f"at λ = {show(lam)}: {versus(w, g)}"
+    return versus(want, got)
+
+
 @pytest.mark.grade("03.1", points=2)
 def test_snr_of_a_hand_worked_diff_row(impl):
     # noise weights 0.25, −0.25, 0: mean |w_j| = 0.5/3, so SNR = 0.5 / (1/6) = 3. The signed mean elsewhere is 0,
     # and a mean over all four |w_j| (signal included) is 0.25, giving 2: both are wrong.
-    assert impl.signal_to_noise([0.5, 0.25, -0.25, 0.0], 0) == pytest.approx(3.0, rel=REL)
+    snr = impl.signal_to_noise([0.5, 0.25, -0.25, 0.0], 0)
+    assert snr == pytest.approx(3.0, rel=REL), \
+        f"signal_to_noise([0.5, 0.25, -0.25, 0], s=0) = w_s / mean_{{j≠s}} |w_j| = 0.5 / (0.5/3): {versus(3.0, snr)}"
     # the signal need not be first: position 2 of a row whose other weights are 0.1, −0.3, 0.2 (mean |w| = 0.2)
-    assert impl.signal_to_noise([0.1, -0.3, 0.6, 0.2], 2) == pytest.approx(3.0, rel=REL)
+    snr = impl.signal_to_noise([0.1, -0.3, 0.6, 0.2], 2)
+    assert snr == pytest.approx(3.0, rel=REL), \
+        f"signal_to_noise([0.1, -0.3, 0.6, 0.2], s=2) = 0.6 / mean(|0.1|, |-0.3|, |0.2|) = 0.6/0.2: {versus(3.0, snr)}"
 
 
 @pytest.mark.grade("03.1", points=1)
@@ -74,7 +97,9 @@ def test_snr_of_a_softmax_row_is_the_exponential_contrast(impl):
     # softmax weights are e^{z_j}/Z, so SNR = e^{z_s} / mean_{j≠s} e^{z_j}: Z cancels
     logits = [2.0, 0.0, math.log(3.0), -math.log(2.0)]
     expected = math.exp(2.0) / ((1.0 + 3.0 + 0.5) / 3)
-    assert impl.signal_to_noise(oracle_softmax(logits), 0) == pytest.approx(expected, rel=REL)
+    snr = impl.signal_to_noise(oracle_softmax(logits), 0)
+    assert snr == pytest.approx(expected, rel=REL), (f"signal_to_noise(softmax([2, 0, ln 3, -ln 2]), s=0) = "
+                                                     f"e^2 / mean(1, 3, 0.5) (Z cancels): {versus(expected, snr)}")
 
 
 @pytest.mark.grade("03.1", points=2)
@@ -85,7 +110,11 @@ def test_snr_matches_the_oracle_on_diff_rows(impl, seed, lam, n, data):
     s = data.draw(st.integers(0, n - 1))
     z1, z2 = gaussian_row(n, seed)
     weights = [a - lam * b for a, b in zip(oracle_softmax(z1), oracle_softmax(z2))]
-    assert impl.signal_to_noise(weights, s) == pytest.approx(oracle_snr(weights, s), rel=REL)
+    snr = impl.signal_to_noise(weights, s)
+    want = oracle_snr(weights, s)
+    assert snr == pytest.approx(want, rel=REL), (f"signal_to_noise of a row A1 − λ·A2 (N={n}, λ={show(lam)}, "
+                                                 f"seed {seed}) at s={s}, w_s / mean_{{j≠s}} |w_j|: "
+                                                 f"{versus(want, snr)}")
 
 
 @pytest.mark.grade("03.1", points=1)
@@ -93,29 +122,44 @@ def test_snr_matches_the_oracle_on_diff_rows(impl, seed, lam, n, data):
 @given(seed=st.integers(0, 10_000), scale=st.floats(1e-3, 1e3))
 def test_snr_is_scale_free(impl, seed, scale):
     weights = [a - 0.6 * b for a, b in zip(*map(oracle_softmax, gaussian_row(16, seed)))]
-    assert impl.signal_to_noise([scale * w for w in weights], 3) == pytest.approx(
-        impl.signal_to_noise(weights, 3), rel=1e-9)
+    scaled = impl.signal_to_noise([scale * w for w in weights], 3)
+    plain = impl.signal_to_noise(weights, 3)
+    assert scaled == pytest.approx(plain, rel=1e-9), (f"the SNR of a row (N=16, λ=0.6, seed {seed}, s=3) scaled by "
+                                                      f"{show(scale)} must be the unscaled row's: "
+                                                      f"{versus(plain, scaled)}")
 
 
 @pytest.mark.grade("03.1", points=1)
 def test_snr_edge_cases(impl):
-    assert impl.signal_to_noise([0.2, 0.0, 0.0], 0) == math.inf  # a floor of exactly zero
-    assert impl.signal_to_noise([0.0, -0.2, 0.0], 1) == -math.inf  # ... under a negative signal: the sign is kept
-    assert impl.signal_to_noise([0.25, 0.25, 0.25, 0.25], 1) == pytest.approx(1.0, rel=REL)  # no signal at all
-    with pytest.raises(ValueError):
-        impl.signal_to_noise([1.0], 0)  # no noise positions to average over
+    snr = impl.signal_to_noise([0.2, 0.0, 0.0], 0)
+    assert snr == math.inf, (f"signal_to_noise([0.2, 0, 0], s=0): a noise floor of exactly 0 under a positive signal: "
+                             f"{versus(math.inf, snr)}")
+    snr = impl.signal_to_noise([0.0, -0.2, 0.0], 1)
+    assert snr == -math.inf, (f"signal_to_noise([0, -0.2, 0], s=1): a zero floor under a negative signal keeps the "
+                              f"sign: {versus(-math.inf, snr)}")
+    snr = impl.signal_to_noise([0.25, 0.25, 0.25, 0.25], 1)
+    assert snr == pytest.approx(1.0, rel=REL), \
+        f"signal_to_noise([0.25, 0.25, 0.25, 0.25], s=1): no signal above the floor: {versus(1.0, snr)}"
+    with refuses(ValueError, "signal_to_noise([1], s=0): a one-entry row has no noise positions to average over"):
+        impl.signal_to_noise([1.0], 0)
     for bad_index in (2, -1):  # the signal index must be a position of the row: 0 <= s < N, no wrap-around
-        with pytest.raises(ValueError):
+        with refuses(ValueError, f"signal_to_noise([0.5, 0.5], s={bad_index}): s must satisfy 0 ≤ s < N = 2 "
+                                 "(no wrap-around)"):
             impl.signal_to_noise([0.5, 0.5], bad_index)
 
 
 @pytest.mark.grade("03.1", points=1)
 def test_snr_of_an_all_zero_row_is_undefined_and_any_sequence_works(impl):
     """0/0: the docstring's ±inf is for a zero floor under a non-zero signal; a row of zeros has no SNR."""
-    with pytest.raises(ValueError):
+    with refuses(ValueError, "signal_to_noise([0, 0, 0], s=1): 0/0, a row of zeros has no SNR (±inf is for a zero "
+                             "floor under a non-zero signal)"):
         impl.signal_to_noise([0.0, 0.0, 0.0], 1)
-    assert impl.signal_to_noise((0.5, 0.25), 0) == pytest.approx(2.0, rel=REL)  # a tuple row
-    assert impl.signal_to_noise([0.3, 0.1], 1) == pytest.approx(1 / 3, rel=REL)  # the last position
+    snr = impl.signal_to_noise((0.5, 0.25), 0)
+    assert snr == pytest.approx(2.0, rel=REL), \
+        f"signal_to_noise of the tuple (0.5, 0.25), s=0 (any sequence is a row): {versus(2.0, snr)}"
+    snr = impl.signal_to_noise([0.3, 0.1], 1)
+    assert snr == pytest.approx(1 / 3, rel=REL), \
+        f"signal_to_noise([0.3, 0.1], s=1) (the signal in the last position) = 0.1 / 0.3: {versus(1 / 3, snr)}"
 
 
 # ---------------------------------------------------------------- 03.2 noise_crossover
@@ -129,33 +173,54 @@ def linear(slope, intercept):
 def test_crossover_interpolates_between_the_bracketing_levels(impl):
     levels = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
     # 1 − σ/4 meets 0.4 at σ = 2.4, between the grid points 2.0 (0.5) and 2.5 (0.375)
-    assert impl.noise_crossover(levels, linear(-0.25, 1.0), 0.4) == pytest.approx(2.4, abs=1e-12)
+    sigma = impl.noise_crossover(levels, linear(-0.25, 1.0), 0.4)
+    assert sigma == pytest.approx(2.4, abs=1e-12), (f"noise_crossover(σ = 0, 0.5, …, 3; measure 1 − σ/4; threshold "
+                                                    f"0.4) interpolates between σ = 2 (0.5) and σ = 2.5 (0.375): "
+                                                    f"{versus(2.4, sigma)}")
     # default threshold 0.5 on an uneven grid: the measure 0.9, 0.6, 0.2 crosses 0.5 a quarter of the way from 1 to 3
     measure = {0.0: 0.9, 1.0: 0.6, 3.0: 0.2}.__getitem__
-    assert impl.noise_crossover([0.0, 1.0, 3.0], measure) == pytest.approx(1.5, abs=1e-12)
+    sigma = impl.noise_crossover([0.0, 1.0, 3.0], measure)
+    assert sigma == pytest.approx(1.5, abs=1e-12), (f"noise_crossover([0, 1, 3], measure 0.9, 0.6, 0.2, default "
+                                                    f"threshold 0.5): 0.5 lies a quarter of the way from σ = 1 to 3: "
+                                                    f"{versus(1.5, sigma)}")
 
 
 @pytest.mark.grade("03.2", points=1)
 def test_crossover_edge_cases(impl):
     levels = [0.0, 1.0, 2.0]
-    assert impl.noise_crossover(levels, lambda s: 0.1) == 0.0  # already below at the first level
-    assert impl.noise_crossover(levels, lambda s: 0.9) is None  # never drops
+    sigma = impl.noise_crossover(levels, lambda s: 0.1)
+    assert sigma == 0.0, (f"noise_crossover([0, 1, 2], measure 0.1 everywhere): already below 0.5 at the first "
+                          f"level: {versus(0.0, sigma)}")
+    sigma = impl.noise_crossover(levels, lambda s: 0.9)
+    assert sigma is None, (f"noise_crossover([0, 1, 2], measure 0.9 everywhere): it never drops below 0.5: "
+                           f"expected None, got {show(sigma)}")
     bumpy = {0.0: 0.9, 1.0: 0.3, 2.0: 0.8, 3.0: 0.1}.__getitem__
-    assert impl.noise_crossover([0.0, 1.0, 2.0, 3.0], bumpy) == pytest.approx(2.0 / 3.0, abs=1e-12)  # the first one
-    with pytest.raises(ValueError):
-        impl.noise_crossover([0.0, 2.0, 1.0], lambda s: 0.9)  # levels must increase
-    with pytest.raises(ValueError):
-        impl.noise_crossover([], lambda s: 0.9)  # an empty grid is an error, not "never drops"
+    sigma = impl.noise_crossover([0.0, 1.0, 2.0, 3.0], bumpy)
+    assert sigma == pytest.approx(2.0 / 3.0, abs=1e-12), (f"noise_crossover([0, 1, 2, 3], measure 0.9, 0.3, 0.8, 0.1)"
+                                                          f": the first crossing, between σ = 0 and 1: "
+                                                          f"{versus(2.0 / 3.0, sigma)}")
+    with refuses(ValueError, "noise_crossover with levels [0, 2, 1] (the levels must increase)"):
+        impl.noise_crossover([0.0, 2.0, 1.0], lambda s: 0.9)
+    with refuses(ValueError, "noise_crossover with no levels [] (an empty grid is an error, not \"never drops\")"):
+        impl.noise_crossover([], lambda s: 0.9)
 
 
 @pytest.mark.grade("03.2", points=1)
 def test_crossover_needs_strictly_below_and_a_strictly_increasing_grid(impl):
-    assert impl.noise_crossover([0.0, 1.0, 2.0], {0.0: 0.9, 1.0: 0.5, 2.0: 0.1}.__getitem__) == pytest.approx(1.0)  # 0.5 is not below 0.5
-    assert impl.noise_crossover([0.0, 1.0], lambda s: 0.5) is None  # exactly at the threshold is not below it
-    assert impl.noise_crossover([3.0], lambda s: 0.2, threshold=0.25) == 3.0  # one level, already below
-    assert impl.noise_crossover([3.0], lambda s: 0.3, threshold=0.25) is None
-    with pytest.raises(ValueError):
-        impl.noise_crossover([0.0, 1.0, 1.0], lambda s: 0.9)  # equal levels are not strictly increasing
+    sigma = impl.noise_crossover([0.0, 1.0, 2.0], {0.0: 0.9, 1.0: 0.5, 2.0: 0.1}.__getitem__)
+    assert sigma == pytest.approx(1.0), (f"noise_crossover([0, 1, 2], measure 0.9, 0.5, 0.1, threshold 0.5): 0.5 is "
+                                         f"not below 0.5, the crossing is at σ = 1: {versus(1.0, sigma)}")
+    sigma = impl.noise_crossover([0.0, 1.0], lambda s: 0.5)
+    assert sigma is None, (f"noise_crossover([0, 1], measure 0.5 everywhere, threshold 0.5): exactly at the threshold "
+                           f"is not below it: expected None, got {show(sigma)}")
+    sigma = impl.noise_crossover([3.0], lambda s: 0.2, threshold=0.25)
+    assert sigma == 3.0, \
+        f"noise_crossover([3], measure 0.2, threshold 0.25): one level, already below: {versus(3.0, sigma)}"
+    sigma = impl.noise_crossover([3.0], lambda s: 0.3, threshold=0.25)
+    assert sigma is None, \
+        f"noise_crossover([3], measure 0.3, threshold 0.25): one level, not below: expected None, got {show(sigma)}"
+    with refuses(ValueError, "noise_crossover with levels [0, 1, 1] (equal levels are not strictly increasing)"):
+        impl.noise_crossover([0.0, 1.0, 1.0], lambda s: 0.9)
 
 
 @pytest.mark.grade("03.2", points=1)
@@ -168,8 +233,11 @@ def test_crossover_stops_measuring_once_it_has_crossed(impl):
             raise AssertionError("measured past the crossing (each call may be a whole experiment)")
         return 1.0 - sigma / 2
 
-    assert impl.noise_crossover([0.0, 0.5, 1.0, 1.5, 2.0, 2.5], measure) == pytest.approx(1.0, abs=1e-12)
-    assert asked == [0.0, 0.5, 1.0, 1.5]
+    sigma = impl.noise_crossover([0.0, 0.5, 1.0, 1.5, 2.0, 2.5], measure)
+    assert sigma == pytest.approx(1.0, abs=1e-12), \
+        f"noise_crossover(σ = 0, 0.5, …, 2.5; measure 1 − σ/2; threshold 0.5): {versus(1.0, sigma)}"
+    assert asked == [0.0, 0.5, 1.0, 1.5], (f"noise_crossover must measure σ = 0, 0.5, 1, 1.5 in order and stop at 1.5, "
+                                           f"the first level below 0.5; it measured σ = {show(asked)}")
 
 
 @pytest.mark.grade("03.2", points=1)
@@ -178,7 +246,11 @@ def test_crossover_stops_measuring_once_it_has_crossed(impl):
 def test_crossover_finds_the_root_of_a_straight_line(impl, slope, root, step):
     """For a decreasing straight line the interpolation is exact: the answer is the root, to 1e-9."""
     levels = [step * i for i in range(int(4.0 / step) + 1)]  # 0 … 4, so the root 0.05 … 3.95 is inside the grid
-    assert impl.noise_crossover(levels, linear(slope, 0.5 - slope * root)) == pytest.approx(root, abs=1e-9)
+    sigma = impl.noise_crossover(levels, linear(slope, 0.5 - slope * root))
+    assert sigma == pytest.approx(root, abs=1e-9), (f"noise_crossover(σ = 0, {show(step)}, …, 4; the straight line "
+                                                    f"{show(0.5 - slope * root)} + ({show(slope)})·σ): it crosses 0.5 "
+                                                    f"at σ = {show(root)} (interpolation is exact): "
+                                                    f"{versus(root, sigma)}")
 
 
 # ---------------------------------------------------------------- 03.3 lambda_sweep and best_lambda
@@ -194,7 +266,10 @@ def test_lambda_sweep_matches_the_oracle(impl, seed, rho):
     z1, z2 = synthetic(64, 4.0, 1.0, rho, seed, s=5)
     a1, a2 = oracle_softmax(z1), oracle_softmax(z2)
     expected = [oracle_snr([x - lam * y for x, y in zip(a1, a2)], 5) for lam in LAMBDAS]
-    assert impl.lambda_sweep(z1, z2, 5, LAMBDAS) == pytest.approx(expected, rel=REL)
+    sweep = impl.lambda_sweep(z1, z2, 5, LAMBDAS)
+    assert sweep == pytest.approx(expected, rel=REL), (f"lambda_sweep (N=64, ρ={show(rho)}, seed {seed}, s=5): the SNR "
+                                                       f"of softmax(z1) − λ·softmax(z2) (softmax first, then subtract) "
+                                                       f"{first_miss(LAMBDAS, sweep, expected, REL)}")
 
 
 @pytest.mark.grade("03.3", points=1)
@@ -205,39 +280,59 @@ def test_lambda_sweep_argmax_is_where_identical_noise_cancels(impl):
         z1, z2 = synthetic(1024, 8.0, 1.5, 1.0, seed)
         optimum = (1 - oracle_softmax(z1)[0]) / (1 - oracle_softmax(z2)[0])
         best = impl.best_lambda(lambdas, impl.lambda_sweep(z1, z2, 0, lambdas))
-        assert abs(best - optimum) <= 1e-3
+        assert abs(best - optimum) <= 1e-3, (f"best_lambda of a sweep over λ = 0, 0.001, …, 1 (ρ = 1, N=1024, seed "
+                                             f"{seed}): identical noise cancels at λ* = {show(optimum)}; expected a λ "
+                                             f"within 0.001 of it, got {show(best)}")
 
 
 @pytest.mark.grade("03.3", points=2)
 def test_best_lambda_returns_the_lambda_not_its_index_and_bad_input_raises(impl):
-    assert impl.best_lambda([0.1, 0.3, 0.5, 0.7], [2.0, 9.0, 4.0, 1.0]) == 0.3
-    assert impl.best_lambda([0.0, 0.25, 0.5], [1.0, 3.0, 3.0]) == 0.25  # ties: the first
-    assert impl.best_lambda([0.6], [5.0]) == 0.6
-    assert impl.best_lambda([0.0, 0.5, 1.0], [2.0, 3.0, -7.0]) == 0.5  # the largest SNR, not the largest |SNR|
-    with pytest.raises(ValueError):
+    best = impl.best_lambda([0.1, 0.3, 0.5, 0.7], [2.0, 9.0, 4.0, 1.0])
+    assert best == 0.3, (f"best_lambda([0.1, 0.3, 0.5, 0.7], SNRs [2, 9, 4, 1]): the λ with the largest SNR, not its "
+                         f"index: {versus(0.3, best)}")
+    best = impl.best_lambda([0.0, 0.25, 0.5], [1.0, 3.0, 3.0])
+    assert best == 0.25, f"best_lambda([0, 0.25, 0.5], SNRs [1, 3, 3]): a tie goes to the first λ: {versus(0.25, best)}"
+    best = impl.best_lambda([0.6], [5.0])
+    assert best == 0.6, f"best_lambda([0.6], SNRs [5]): the only λ: {versus(0.6, best)}"
+    best = impl.best_lambda([0.0, 0.5, 1.0], [2.0, 3.0, -7.0])
+    assert best == 0.5, \
+        f"best_lambda([0, 0.5, 1], SNRs [2, 3, -7]): the largest SNR, not the largest |SNR|: {versus(0.5, best)}"
+    with refuses(ValueError, "best_lambda with 2 λs [0.1, 0.2] and 1 SNR [1]"):
         impl.best_lambda([0.1, 0.2], [1.0])
-    with pytest.raises(ValueError):  # zip would silently drop the extra logit
+    with refuses(ValueError, "lambda_sweep with 3 logits in z1 and 2 in z2 (zip would silently drop the extra one)"):
         impl.lambda_sweep([1.0, 0.0, 0.0], [0.0, 0.0], 0, [0.5])
 
 
 @pytest.mark.grade("03.3", points=1)
 def test_best_lambda_with_negative_snrs_and_empty_input(impl):
     """A running maximum that starts at 0 (or at the first λ's index) gets these wrong."""
-    assert impl.best_lambda([0.0, 0.5, 1.0], [-3.0, -1.0, -2.0]) == 0.5
-    assert impl.best_lambda([0.2, 0.4], [-math.inf, -5.0]) == 0.4
-    assert impl.best_lambda((0.1, 0.9), (1.0, 1.0)) == 0.1  # tuples; ties go to the first
-    with pytest.raises(ValueError):
+    best = impl.best_lambda([0.0, 0.5, 1.0], [-3.0, -1.0, -2.0])
+    assert best == 0.5, (f"best_lambda([0, 0.5, 1], SNRs [-3, -1, -2]): every SNR is negative and the largest is -1: "
+                         f"{versus(0.5, best)}")
+    best = impl.best_lambda([0.2, 0.4], [-math.inf, -5.0])
+    assert best == 0.4, f"best_lambda([0.2, 0.4], SNRs [-inf, -5]): {versus(0.4, best)}"
+    best = impl.best_lambda((0.1, 0.9), (1.0, 1.0))
+    assert best == 0.1, \
+        f"best_lambda of the tuples (0.1, 0.9), SNRs (1, 1): a tie goes to the first λ: {versus(0.1, best)}"
+    with refuses(ValueError, "best_lambda([], []): no λ to choose from"):
         impl.best_lambda([], [])
 
 
 @pytest.mark.grade("03.3", points=1)
 def test_lambda_sweep_edges(impl):
     z1, z2 = (1.0, 0.0, -1.0), (0.0, 0.0, 0.0)
-    assert impl.lambda_sweep(z1, z2, 0, []) == []
+    sweep = impl.lambda_sweep(z1, z2, 0, [])
+    assert sweep == [], f"lambda_sweep((1, 0, -1), (0, 0, 0), s=0) over no λs: expected [], got {show(sweep)}"
     softmax_snr = oracle_snr(oracle_softmax(z1), 0)
-    assert impl.lambda_sweep(z1, z2, 0, [0.0]) == pytest.approx([softmax_snr], rel=REL)  # λ = 0: softmax's own SNR
-    assert impl.lambda_sweep(z1, z2, 2, [0.5, 0.5]) == pytest.approx([
-        oracle_snr([a - 0.5 * b for a, b in zip(oracle_softmax(z1), oracle_softmax(z2))], 2)] * 2, rel=REL)
+    sweep = impl.lambda_sweep(z1, z2, 0, [0.0])
+    assert sweep == pytest.approx([softmax_snr], rel=REL), (f"lambda_sweep((1, 0, -1), (0, 0, 0), s=0) at λ = 0 is "
+                                                            f"softmax's own SNR: "
+                                                            f"{first_miss([0.0], sweep, [softmax_snr], REL)}")
+    sweep = impl.lambda_sweep(z1, z2, 2, [0.5, 0.5])
+    expected = [oracle_snr([a - 0.5 * b for a, b in zip(oracle_softmax(z1), oracle_softmax(z2))], 2)] * 2
+    assert sweep == pytest.approx(expected, rel=REL), (f"lambda_sweep((1, 0, -1), (0, 0, 0), s=2) over λs [0.5, 0.5] "
+                                                       f"(one SNR per λ, repeats too): "
+                                                       f"{first_miss([0.5, 0.5], sweep, expected, REL)}")
 
 
 # ---------------------------------------------------------------- the synthetic model and the other measures
@@ -491,6 +586,7 @@ def test_claim_the_rho1_best_lambda_gain_is_a_grid_artefact(lesson):
     assert optimum["min"] < best["lambda"] < optimum["max"]
     assert best["ratio"]["max"] / best["ratio"]["min"] > 100
     seeds = lesson["seeds"]
-    assert seeds["lambda"] == best["lambda"] and len(seeds["ratio"]) == 9 and lesson["setup"]["seed"] not in seeds["seeds"]
+    assert (seeds["lambda"] == best["lambda"] and len(seeds["ratio"]) == 9
+            and lesson["setup"]["seed"] not in seeds["seeds"])
     assert seeds["max"] / seeds["min"] > 1.1
     assert all(r > 10 for r in seeds["ratio"])  # still far above λ = 0.8's gain: the effect is real, the digits are not

@@ -173,6 +173,9 @@ def test_compact_puts_hypothesis_case_on_one_line_without_the_implementation():
              "Explanation: use Verbosity.verbose to view"]
     assert compact(lines) == "AssertionError: rows must sum to 1\nfailing case: seed=944, n_q=1"
     assert compact(lines[:5]) == "AssertionError: rows must sum to 1\nfailing case: seed=944"  # cut before ")"
+    explicit = ["AssertionError: m", "Failing explicit example: test_rows(", "impl=Implementation('exercises'),",
+                "logits=[700.0],", ")"]
+    assert compact(explicit) == "AssertionError: m\nfailing case: logits=[700.0]"
 
 
 def test_compact_cuts_long_lines():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -33,6 +34,7 @@ HIDDEN_PREFIX = "tests/hidden_"
 
 HYPOTHESIS_ADVICE = ("Verbosity.verbose", "@reproduce_failure", "@seed(", "HYPOTHESIS_")
 WIDTH = 300  # characters a line of feedback keeps
+HYPOTHESIS_CASE = re.compile(r"^(Failing|Falsifying)( explicit)? (test case|example): ")
 
 
 def failure_text(report: Any) -> str:
@@ -54,7 +56,7 @@ def compact(lines: list[str]) -> str:
     kept: list[str] = []
     example: list[str] | None = None
     for line in lines:
-        if line.startswith(("Failing test case:", "Falsifying example:")):
+        if HYPOTHESIS_CASE.match(line):
             example = []
         elif example is not None and line != ")":
             example += [] if line.startswith("impl=") else [line.rstrip(",")]
