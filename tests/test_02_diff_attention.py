@@ -11,7 +11,7 @@ import math
 import random
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diffattn.errors import ConfigError
@@ -163,14 +163,12 @@ def ragged(rows):
 @pytest.mark.parametrize("which", ["q1", "k1", "q2", "k2"])
 def test_v1_checks_every_row_of_every_matrix(impl, which):
     """A matrix with one short row is not (N, d): it differs in shape from its partner, whichever row it is."""
-    q1, k1, q2, k2, v = draw(17, 3, 4, 3, 6)
+    q1, k1, q2, k2, _ = draw(17, 3, 4, 3, 1)
     inputs = {"q1": q1, "k1": k1, "q2": q2, "k2": k2}
     inputs[which] = ragged(inputs[which])
     case = f"diff_weights_v1 with {which}'s last row {len(inputs[which][-1])} wide (its other rows and d are 3)"
     with refuses(ValueError, case):
         impl.diff_weights_v1(inputs["q1"], inputs["k1"], inputs["q2"], inputs["k2"], 0.5)
-    with refuses(ValueError, case.replace("diff_weights_v1", "diff_attention_v1")):
-        impl.diff_attention_v1(inputs["q1"], inputs["k1"], inputs["q2"], inputs["k2"], v, 0.5)
 
 
 @pytest.mark.grade("02.1", points=1)
@@ -324,8 +322,9 @@ def test_v2_takes_every_finite_lambda_logit(impl, seed, lambda_logits, causal):
 def test_v2_takes_one_extreme_lambda_logit_for_every_row(impl, x):
     q1, k, q2, _, _ = draw(18, 3, 3, 2, 1)
     v = random_matrix(random.Random(19), 3, 2)
-    want = oracle_v2(q1, q2, k, v, [0.0] * 3) if False else oracle_times(
-        [[a - stable_sigmoid(x) * b for a, b in zip(r1, r2)] for r1, r2 in zip(oracle_map(q1, k), oracle_map(q2, k))], v)
+    gate = stable_sigmoid(x)
+    a1, a2 = oracle_map(q1, k), oracle_map(q2, k)
+    want = oracle_times([[a - gate * b for a, b in zip(r1, r2)] for r1, r2 in zip(a1, a2)], v)
     expect_close(impl.diff_attention_v2(q1, q2, k, v, x), want,
                  f"V2 output with the single λ logit {show(x)} for every row (σ = {show(stable_sigmoid(x))})", TOL,
                  axes=OUT)
@@ -334,7 +333,7 @@ def test_v2_takes_one_extreme_lambda_logit_for_every_row(impl, x):
 @pytest.mark.grade("02.2", points=1)
 @pytest.mark.parametrize("which", ["q1", "q2", "v"])
 def test_v2_and_v1_outputs_check_every_row(impl, which):
-    """One short row anywhere in q1 or q2 (V2) or in V1's values is a shape error, whichever row it is."""
+    """One short row in q1 or q2 (V1 and V2) or in V1's values is a shape error, whichever row it is."""
     q1, k1, q2, k2, v = draw(20, 3, 3, 2, 4)
     if which == "v":
         with refuses(ValueError, "diff_attention_v1 with the values' last row 3 wide (the others 2d = 4)"):
@@ -344,6 +343,8 @@ def test_v2_and_v1_outputs_check_every_row(impl, which):
     pair[which] = ragged(pair[which])
     with refuses(ValueError, f"diff_attention_v2 with {which}'s last row 1 wide (the other query rows are 2)"):
         impl.diff_attention_v2(pair["q1"], pair["q2"], k1, [row[:2] for row in v], [0.0, 0.0, 0.0])
+    with refuses(ValueError, f"diff_attention_v1 with {which}'s last row 1 wide (the other query rows are 2)"):
+        impl.diff_attention_v1(pair["q1"], k1, pair["q2"], k2, v, 0.5)
 
 
 # ---------------------------------------------------------------- the reference and the lesson's numbers
