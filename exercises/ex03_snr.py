@@ -56,7 +56,8 @@ def noise_crossover(
               σ_{i−1} + (σ_i − σ_{i−1}) · (m_{i−1} − threshold) / (m_{i−1} − m_i).
         If the measure comes back up later, only the first crossing counts.
     Raises:
-        ValueError if the grid is empty or not strictly increasing.
+        ValueError if the grid is empty or not strictly increasing: check the whole grid before the first call to
+        `measure` (a bad level after the crossing is still a bad grid).
 
     Example (1 − σ/4 is 0.5 at σ = 2 and 0.375 at σ = 2.5; it meets 0.4 at σ = 2.4):
         >>> noise_crossover([0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0], lambda s: 1 - s / 4, threshold=0.4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -59,6 +60,14 @@ def synthetic(n, mu, sigma, rho, seed, s=0):
 
 
 # ---------------------------------------------------------------- 03.1 signal_to_noise
+
+
+def oracle_snr_exact(weights, s):
+    """w_s / mean_{j≠s} |w_j| in exact rational arithmetic (±inf for a zero floor), rounded once at the end."""
+    noise = sum(Fraction(abs(w)) for j, w in enumerate(weights) if j != s) / (len(weights) - 1)
+    if noise == 0:
+        return math.copysign(math.inf, weights[s])
+    return float(Fraction(weights[s]) / noise)
 
 
 def versus(want, got):
@@ -162,6 +171,34 @@ def test_snr_of_an_all_zero_row_is_undefined_and_any_sequence_works(impl):
         f"signal_to_noise([0.3, 0.1], s=1) (the signal in the last position) = 0.1 / 0.3: {versus(1 / 3, snr)}"
 
 
+@pytest.mark.grade("03.1", points=1)
+@pytest.mark.parametrize("weights, s, want", [
+    ([1e308, 1e308, 1e308], 0, 1.0),  # the floor's sum, 2e308, overflows: the mean does not
+    ([1.7e308, -1.7e308, 1.7e308, -1.7e308], 1, -1.0),
+    ([5e-324, 5e-324, -5e-324], 2, -1.0),  # subnormal weights: the smallest positive float
+    ([1e-300, 1e300, 1e300], 1, 2.0),  # 1e300 / mean(1e-300, 1e300): 600 decades apart in one row
+], ids=["huge", "huge-mixed-signs", "subnormal", "huge-range"])
+def test_snr_of_extreme_but_valid_rows(impl, weights, s, want):
+    """The docstring takes any weights: their sum may overflow (Σ|w_j| of 1e308s) while their mean does not."""
+    snr = impl.signal_to_noise(weights, s)
+    assert snr == pytest.approx(want, rel=REL), f"signal_to_noise({show(weights)}, s={s}): {versus(want, snr)}"
+
+
+@pytest.mark.grade("03.1", points=1)
+@settings(max_examples=40, deadline=None)
+@given(weights=st.lists(st.floats(1e-3, 1.0) | st.floats(-1.0, -1e-3) | st.just(0.0), min_size=2, max_size=12),
+       power=st.integers(-1000, 1000), data=st.data())
+def test_snr_is_scale_free_across_the_whole_float_range(impl, weights, power, data):
+    """SNR(2^k·w) = SNR(w) for every k that keeps the row finite and normal: an exact scaling of every weight."""
+    s = data.draw(st.integers(0, len(weights) - 1), label="s")
+    if all(w == 0.0 for j, w in enumerate(weights) if j != s) and weights[s] == 0.0:
+        return  # 0/0: undefined, tested elsewhere
+    scaled = [math.ldexp(w, power) for w in weights]
+    plain, got = oracle_snr_exact(weights, s), impl.signal_to_noise(scaled, s)
+    assert got == pytest.approx(plain, rel=REL), (f"signal_to_noise of a row scaled by 2^{power} ({show(scaled)}, "
+                                                  f"s={s}) must equal the unscaled row's: {versus(plain, got)}")
+
+
 # ---------------------------------------------------------------- 03.2 noise_crossover
 
 
@@ -253,6 +290,45 @@ def test_crossover_finds_the_root_of_a_straight_line(impl, slope, root, step):
                                                     f"{versus(root, sigma)}")
 
 
+def crossing_exact(x0, y0, x1, y1, threshold):
+    """σ_{i−1} + (σ_i − σ_{i−1})·(m_{i−1} − t)/(m_{i−1} − m_i) in exact rational arithmetic, rounded once."""
+    x0, y0, x1, y1, t = map(Fraction, (x0, y0, x1, y1, threshold))
+    return float(x0 + (x1 - x0) * (y0 - t) / (y0 - y1))
+
+
+@pytest.mark.grade("03.2", points=1)
+@pytest.mark.parametrize("levels, values, threshold", [
+    ([-1e308, 1e308], [1e308, -1e308], 0.5),  # σ_i − σ_{i−1} and m_{i−1} − m_i both overflow to inf
+    ([0.0, 1.0], [1.7e308, -1.7e308], -1e308),  # m_{i−1} − t overflows too
+    ([1e-320, 2e-320], [1.0, 0.0], 0.5),  # subnormal levels
+    ([-5.0, 1e300], [0.75, 0.25], 0.5),
+], ids=["huge-levels-and-measures", "huge-threshold-gap", "subnormal-levels", "wide-bracket"])
+def test_crossover_of_extreme_but_valid_grids(impl, levels, values, threshold):
+    """Any strictly increasing grid and any finite measure: the straight line still meets the threshold between the
+    bracketing levels, even where the textbook differences overflow. Tolerance 1e-12 of the bracket's magnitude."""
+    want = crossing_exact(levels[0], values[0], levels[1], values[1], threshold)
+    got = impl.noise_crossover(levels, dict(zip(levels, values)).__getitem__, threshold)
+    scale = max(map(abs, levels))
+    assert got is not None and abs(got - want) <= 1e-12 * scale, (
+        f"noise_crossover({show(levels)}, measure {show(values)}, threshold {show(threshold)}): the line through "
+        f"the two points meets the threshold at {show(want)}, got {show(got)}")
+
+
+@pytest.mark.grade("03.2", points=1)
+@pytest.mark.parametrize("levels", [[0.0, 1.0, 0.5], [0.0, 1.0, 2.0, 2.0], [0.0, 1.0, math.nan], [1.0, 0.0]])
+def test_crossover_checks_the_whole_grid_before_measuring(impl, levels):
+    """A grid that is not strictly increasing is refused even when the measure would cross before the bad pair, and
+    before `measure` runs (each call can be a whole experiment)."""
+    calls = []
+
+    def measure(sigma):
+        calls.append(sigma)
+        return 0.1  # already below the threshold: a walk would stop at the first level
+    with refuses(ValueError, f"noise_crossover({show(levels)}): the grid is not strictly increasing"):
+        impl.noise_crossover(levels, measure)
+    assert calls == [], f"noise_crossover({show(levels)}) called measure at {show(calls)} before refusing the grid"
+
+
 # ---------------------------------------------------------------- 03.3 lambda_sweep and best_lambda
 
 LAMBDAS = [0.0, 0.25, 0.5, 0.8, 1.0]
@@ -333,6 +409,28 @@ def test_lambda_sweep_edges(impl):
     assert sweep == pytest.approx(expected, rel=REL), (f"lambda_sweep((1, 0, -1), (0, 0, 0), s=2) over λs [0.5, 0.5] "
                                                        f"(one SNR per λ, repeats too): "
                                                        f"{first_miss([0.5, 0.5], sweep, expected, REL)}")
+
+
+@pytest.mark.grade("03.3", points=1)
+def test_lengths_are_checked_on_both_sides_before_any_work(impl):
+    """Different lengths are refused whichever list is longer, and with no λ to sweep as well."""
+    for z1, z2 in (([1.0, 0.0, 0.0], [0.0, 0.0]), ([1.0, 0.0], [0.0, 0.0, 0.0])):
+        for lambdas in ([], [0.5]):
+            with refuses(ValueError, f"lambda_sweep({show(z1)}, {show(z2)}, s=0, λs {show(lambdas)}): z1 and z2 "
+                                     "have different lengths"):
+                impl.lambda_sweep(z1, z2, 0, lambdas)
+    for lambdas, snrs in (([0.1, 0.2], [1.0, 2.0, 9.0]), ([0.1, 0.2, 0.3], [1.0, 2.0]), ([0.1], []), ([], [1.0])):
+        with refuses(ValueError, f"best_lambda(λs {show(lambdas)}, SNRs {show(snrs)}): the lengths differ"):
+            impl.best_lambda(lambdas, snrs)
+
+
+@pytest.mark.grade("03.3", points=1)
+def test_best_lambda_over_infinite_snrs(impl):
+    """SNRs are ±inf when a floor is exactly 0: the largest still wins and ties still go to the first λ."""
+    for lambdas, snrs, want in (([0.1, 0.2], [-math.inf, -math.inf], 0.1), ([0.1, 0.2, 0.3], [1.0, math.inf, math.inf],
+                                                                             0.2), ([0.4, 0.5], [-math.inf, 3.0], 0.5)):
+        best = impl.best_lambda(lambdas, snrs)
+        assert best == want, f"best_lambda(λs {show(lambdas)}, SNRs {show(snrs)}): {versus(want, best)}"
 
 
 # ---------------------------------------------------------------- the synthetic model and the other measures

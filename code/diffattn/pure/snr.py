@@ -75,9 +75,13 @@ def signal_to_noise(weights: Sequence[float], signal_index: int) -> float:
     """
     require(len(weights) >= 2, f"SNR needs the signal and at least one other position (got N = {len(weights)})")
     _check_index(signal_index, len(weights))
-    signal = weights[signal_index]
+    # Every weight is scaled by the same power of two 2^−e, e the exponent of the largest |w|: exact, and Σ|w_j| of
+    # weights near 1.8e308 no longer overflows (nor does fsum's intermediate sum); the ratio is unchanged.
+    exponent = math.frexp(max(map(abs, weights)))[1]
+    scaled = [math.ldexp(w, -exponent) for w in weights]
+    signal = scaled[signal_index]
     # Σ_{j≠s} |w_j| as one exactly rounded fsum (adding −|w_s| inside it): a row whose noise cancels is exactly 0
-    noise = math.fsum(chain(map(abs, weights), (-abs(signal),))) / (len(weights) - 1)
+    noise = math.fsum(chain(map(abs, scaled), (-abs(signal),))) / (len(weights) - 1)
     if noise == 0.0:
         require(signal != 0.0, "all weights are zero: SNR is undefined")
         return math.copysign(math.inf, signal)
@@ -111,8 +115,9 @@ def noise_crossover(
 ) -> float | None:
     """The noise level where `measure` first drops below `threshold`, linearly interpolated; None if it never does.
 
-    `noise_levels` must be strictly increasing. `measure` is evaluated in order and only until the crossing. If the
-    first level is already below the threshold, that level is returned.
+    `noise_levels` must be strictly increasing (checked for the whole grid before `measure` first runs). `measure` is
+    evaluated in order and only until the crossing. If the first level is already below the threshold, that level is
+    returned.
     """
     require(len(noise_levels) >= 1, "need at least one noise level")
     require(all(a < b for a, b in zip(noise_levels, noise_levels[1:])), "noise levels must be strictly increasing")
@@ -122,10 +127,21 @@ def noise_crossover(
         if value < threshold:
             if previous_level is None:
                 return level
-            # the straight line through (previous_level, previous_value) and (level, value) meets the threshold here
-            return previous_level + (level - previous_level) * (previous_value - threshold) / (previous_value - value)
+            return _line_meets(previous_level, previous_value, level, value, threshold)
         previous_level, previous_value = level, value
     return None
+
+
+def _line_meets(x0: float, y0: float, x1: float, y1: float, threshold: float) -> float:
+    """Where the straight line through (x0, y0) and (x1, y1), y0 ≥ threshold > y1, meets the threshold:
+    x0 + (x1 − x0)·(y0 − threshold)/(y0 − y1). For differences that overflow (levels or values near ±1.8e308) the
+    same line from halved operands: the fraction is unchanged and x0 + f·(x1 − x0) = x0 + f·h + f·h, h = x1/2 − x0/2."""
+    rise, run = y0 - y1, x1 - x0
+    if math.isfinite(rise) and math.isfinite(run) and math.isfinite(y0 - threshold):
+        return x0 + run * (y0 - threshold) / rise
+    fraction = (y0 / 2 - threshold / 2) / (y0 / 2 - y1 / 2)
+    half = fraction * (x1 / 2 - x0 / 2)
+    return x0 + half + half
 
 
 def lambda_sweep(z1: Sequence[float], z2: Sequence[float], signal_index: int, lambdas: Sequence[float]) -> list[float]:
