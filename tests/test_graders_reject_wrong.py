@@ -1,10 +1,12 @@
-"""The graded tests reject known-wrong implementations.
+"""The graded tests reject known-wrong implementations and accept independent correct ones.
 
 Each tests/wrong/wNN_*.py replaces some reference functions (OVERRIDES) with a plausible mistake and names the
 exercises that must then lose points (LOSES), and only those: the other exercises of its lessons keep full marks.
 The grader's own pytest session (what `python -m diffattn grade --impl tests.wrong.<module>` runs in its child
 processes) grades each one on the exercises it should lose, all in one separate process (tests/grading/regrade.py),
-and every case here reads its points back from the results.json it wrote.
+and every case here reads its points back from the results.json it wrote. Each tests/correct/cNN_*.py, an
+implementation of every part of lesson NN written from the docstrings alone, is graded the same way and must keep
+full marks.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.correct
 import tests.wrong
 from diffattn import experiments
 from tests.adapters import EXERCISES, exercise_module, exercise_paths
@@ -29,6 +32,7 @@ from tests.test_feedback import UNEXPLAINED
 
 ROOT = Path(__file__).resolve().parents[1]
 WRONG = sorted(f"tests.wrong.{m.name}" for m in pkgutil.iter_modules(tests.wrong.__path__))
+CORRECT = sorted(f"tests.correct.{m.name}" for m in pkgutil.iter_modules(tests.correct.__path__))
 TORCH_LESSONS = {n for n, needs in experiments.REQUIRES.items() if "torch" in needs}  # read from the lessons
 BROKEN = re.compile(r"\b(NameError|UnboundLocalError|ImportError|ModuleNotFoundError|SyntaxError|NotImplementedError)\b")
 
@@ -37,8 +41,15 @@ def loses(module: str) -> tuple[str, ...]:
     return tuple(importlib.import_module(module).LOSES)
 
 
+def covers(module: str) -> tuple[str, ...]:
+    """The exercise parts a correct module implements (every function of each)."""
+    names = set(importlib.import_module(module).OVERRIDES)
+    return tuple(e for e, (_, _, functions) in EXERCISES.items() if set(functions) <= names)
+
+
 def runnable(module: str) -> bool:
-    return HAS_TORCH or not any(e[:2] in TORCH_LESSONS for e in loses(module))
+    parts = covers(module) if module.startswith("tests.correct.") else loses(module)
+    return HAS_TORCH or not any(e[:2] in TORCH_LESSONS for e in parts)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +59,8 @@ def results(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("grades")
     jobs = [{"impl": m, "exercise": f"ex{n}", "out": str(folder / f"{m}.ex{n}.json")}
             for m in WRONG if runnable(m) for n in sorted({e[:2] for e in loses(m)})]
+    jobs += [{"impl": m, "exercise": f"ex{n}", "out": str(folder / f"{m}.ex{n}.json")}
+             for m in CORRECT if runnable(m) for n in sorted({e[:2] for e in covers(m)})]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "code"), str(ROOT)]), "OMP_NUM_THREADS": "1"}
     runs = []
     for half in (0, 1):
@@ -111,3 +124,19 @@ def test_wrong_implementation_loses_points(module: str, results: Path):
     unexplained = [f"{t['name']}: {t['output'][:200]}" for t in tests
                    if t["status"] != "passed" and UNEXPLAINED.search(t["output"].splitlines()[0])]
     assert not unexplained, f"{module}: failures without a message (add one, see tests/feedback.py): {unexplained}"
+
+
+def test_every_exercise_part_has_an_independent_correct_implementation():
+    covered = {e for m in CORRECT for e in covers(m)}
+    assert covered == set(EXERCISES), f"parts without a correct module in tests/correct/: {set(EXERCISES) - covered}"
+
+
+@pytest.mark.parametrize("module", CORRECT)
+def test_correct_implementation_keeps_full_marks(module: str, results: Path):
+    """Written from the docstrings alone and unlike the reference where the docstring allows: a graded test that
+    leans on the reference's incidental choices instead of the spec would take points from it."""
+    if not runnable(module):
+        pytest.skip("needs PyTorch")
+    tests = [t for path in sorted(results.glob(f"{module}.ex*.json")) for t in json.loads(path.read_text())["tests"]]
+    failed = [f"{t['name']}: {t['output'][:300]}" for t in tests if t["status"] != "passed"]
+    assert tests and not failed, f"{module} loses points although it follows the docstrings: {failed}"
