@@ -14,6 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.feedback import refuses, show  # noqa: E402
+
 pytestmark = pytest.mark.torch
 
 # λ_init = 0.8 − 0.6·exp(−0.3·depth), depth 0-based (`lambda_init_fn` in microsoft/unilm
@@ -32,6 +34,28 @@ def _lambda64(q1, k1, q2, k2, init: float) -> float:
     return math.exp(float(q1 @ k1)) - math.exp(float(q2 @ k2)) + init
 
 
+HEAD_AXES = ("batch", "position", "head", "channel")  # headwise_norm's (b, N, h, 2d)
+
+
+def precise(x) -> str:
+    """A float to 10 significant digits (tolerances here reach 1e-12); anything else as show() has it."""
+    return f"{x:.10g}" if isinstance(x, float) else show(x)
+
+
+def first_far(got, want, atol: float, rtol: float = 1e-5, axes=HEAD_AXES, first_head: int = 0) -> str:
+    """Where torch.allclose(got, want, rtol, atol) first fails, for a message: 'batch 0, position 1, head 2,
+    channel 3: expected 0.8, got 0.79'. The check itself stays torch.allclose; this only describes its verdict.
+    `first_head`: the head that index 0 of a sliced (b, N, h, 2d) tensor is."""
+    if got.shape != want.shape:
+        return f"expected shape {tuple(want.shape)}, got shape {tuple(got.shape)}"
+    far = ~torch.isclose(got, want, rtol=rtol, atol=atol)
+    if not far.any():
+        return f"got {show(got)}"
+    index = tuple(far.nonzero()[0].tolist())
+    place = ", ".join(f"{name} {i + (first_head if name == 'head' else 0)}" for name, i in zip(axes, index))
+    return f"{place}: expected {show(want[index].item())}, got {show(got[index].item())} (atol {atol:g}, rtol {rtol:g})"
+
+
 # ---- 05.1 ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.grade("05.1", points=2)
@@ -39,17 +63,24 @@ def _lambda64(q1, k1, q2, k2, init: float) -> float:
 def test_lambda_matches_the_formula(impl, seed, d, std):
     vectors = _vectors(d, std, torch.float32, seed)
     got = impl.reparameterized_lambda(*vectors, 0.3555)
-    assert isinstance(got, torch.Tensor) and got.dim() == 0, "λ is ONE scalar per layer (a 0-dim tensor)"
-    assert got.dtype == torch.float32, f"λ must be computed and returned in float32, got {got.dtype}"
-    assert abs(got.item() - _lambda64(*vectors, 0.3555)) < 1e-6
+    assert isinstance(got, torch.Tensor) and got.dim() == 0, \
+        f"reparameterized_lambda (d={d}): λ is ONE scalar per layer, a 0-dim tensor; got {show(got)}"
+    assert got.dtype == torch.float32, f"reparameterized_lambda (d={d}): λ must be float32, got {got.dtype}"
+    want = _lambda64(*vectors, 0.3555)
+    assert abs(got.item() - want) < 1e-6, (f"λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init (d={d}, λ_init=0.3555): "
+                                           f"expected {precise(want)}, got {precise(got.item())} (tolerance 1e-6)")
 
 
 @pytest.mark.grade("05.1", points=1)
 def test_lambda_is_computed_in_fp32_even_for_bf16_vectors(impl):
     vectors = _vectors(128, 0.3, torch.bfloat16, seed=3)  # dot products of order 1: bf16 arithmetic is off by ~1e-2
     got = impl.reparameterized_lambda(*vectors, 0.2)
-    assert got.dim() == 0 and got.dtype == torch.float32, "upcast to float32 before multiplying"
-    assert abs(got.item() - _lambda64(*vectors, 0.2)) < 1e-6, "the products and sums must run in float32"
+    assert got.dim() == 0, f"λ from bfloat16 vectors (d=128): λ is ONE scalar, a 0-dim tensor; got {show(got)}"
+    assert got.dtype == torch.float32, \
+        f"λ from bfloat16 vectors (d=128): must be float32 (upcast before multiplying), got {got.dtype}"
+    want = _lambda64(*vectors, 0.2)
+    assert abs(got.item() - want) < 1e-6, (f"λ from bfloat16 vectors (d=128, λ_init=0.2): expected {precise(want)}, "
+                                           f"got {precise(got.item())}; the products and sums must run in float32")
 
 
 @pytest.mark.grade("05.1", points=1)
@@ -57,17 +88,23 @@ def test_lambda_is_computed_in_fp32_even_for_bf16_vectors(impl):
 def test_zero_vectors_give_lambda_init(impl, init):
     zero = torch.zeros(16)
     got = impl.reparameterized_lambda(zero, zero, zero, zero, init)
-    assert got.dim() == 0 and abs(got.item() - init) < 1e-6, "exp(0) − exp(0) = 0, so λ must equal λ_init"
+    assert got.dim() == 0, f"λ from zero vectors (λ_init={init}): λ is ONE scalar, a 0-dim tensor; got {show(got)}"
+    assert abs(got.item() - init) < 1e-6, (f"λ from zero vectors: exp(0) − exp(0) + λ_init must equal λ_init = {init}, "
+                                           f"got {precise(got.item())}")
 
 
 @pytest.mark.grade("05.1", points=1)
 def test_lambda_is_unconstrained_and_differentiable(impl):
     q1, k1, q2, k2 = (torch.full((8,), x, requires_grad=True) for x in (0.0, 0.0, 0.5, 0.5))
+    want = 1.0 - math.exp(2.0) + 0.2
     got = impl.reparameterized_lambda(q1, k1, q2, k2, 0.2)
-    assert abs(got.item() - (1.0 - math.exp(2.0) + 0.2)) < 1e-5, "λ can be negative: nothing clamps it"
+    assert abs(got.item() - want) < 1e-5, (f"λ with λ_q2 = λ_k2 = 0.5 (d=8, λ_init=0.2): expected 1 − e² + 0.2 = "
+                                           f"{precise(want)}, got {precise(got.item())}; nothing may clamp λ")
     got.backward()
     # ∂λ/∂λ_q2 = −exp(λ_q2·λ_k2)·λ_k2
-    assert torch.allclose(q2.grad, torch.full((8,), -math.exp(2.0) * 0.5), atol=1e-5)
+    grad = -math.exp(2.0) * 0.5
+    assert torch.allclose(q2.grad, torch.full((8,), grad), atol=1e-5), \
+        f"∂λ/∂λ_q2 = −exp(λ_q2·λ_k2)·λ_k2: expected {show(grad)} in each of 8 entries, got {show(q2.grad)}"
 
 
 # ---- 05.2 ---------------------------------------------------------------------------------------------------------
@@ -76,19 +113,24 @@ def test_lambda_is_unconstrained_and_differentiable(impl):
 def test_lambda_init_table(impl):
     for depth, expected in SPEC_TABLE.items():
         got = impl.lambda_init(depth)
-        assert abs(got - (0.8 - 0.6 * math.exp(-0.3 * depth))) < 1e-12, f"depth {depth}"
-        assert round(got, 4) == expected, f"depth {depth}: {got:.4f}, the table says {expected}"
+        want = 0.8 - 0.6 * math.exp(-0.3 * depth)
+        assert abs(got - want) < 1e-12, (f"λ_init(depth={depth}) = 0.8 − 0.6·exp(−0.3·{depth}), depth 0-based: "
+                                         f"expected {precise(want)}, got {precise(got)}")
+        assert round(got, 4) == expected, \
+            f"λ_init(depth={depth}) to 4 decimals: the table says {expected}, got {got:.4f}"
 
 
 @pytest.mark.grade("05.2", points=1)
 def test_first_layer_is_0_2(impl):
-    assert abs(impl.lambda_init(0) - 0.2) < 1e-12, "depth is 0-based: the first layer gets exactly 0.2"
+    got = impl.lambda_init(0)
+    assert abs(got - 0.2) < 1e-12, \
+        f"λ_init(depth=0), the first layer (depth is 0-based): expected exactly 0.2, got {precise(got)}"
 
 
 @pytest.mark.grade("05.2", points=1)
 @pytest.mark.parametrize("depth", [-1, -5])
 def test_negative_depth_is_rejected(impl, depth):
-    with pytest.raises(ValueError, match="depth"):
+    with refuses(ValueError, f"lambda_init(depth={depth}), a negative depth", mentioning="depth"):
         impl.lambda_init(depth)
 
 
@@ -113,8 +155,11 @@ def test_headwise_norm_matches_the_formula(impl, seed, init):
     attn = _heads(seed, offset=0.7)  # a non-zero mean: RMSNorm keeps it, LayerNorm would remove it
     weight = 1.0 + 0.1 * _heads(seed + 10, shape=(16,))
     got = impl.headwise_norm(attn, weight, init, eps=1e-5)
-    assert got.shape == attn.shape and got.dtype == attn.dtype
-    assert torch.allclose(got.double(), _norm64(attn, weight, init, 1e-5), atol=1e-5)
+    assert got.shape == attn.shape, f"headwise_norm of (b, N, h, 2d) = (2, 5, 4, 16): got shape {tuple(got.shape)}"
+    assert got.dtype == attn.dtype, f"headwise_norm of float32 heads must return float32, got {got.dtype}"
+    want = _norm64(attn, weight, init, 1e-5)
+    assert torch.allclose(got.double(), want, atol=1e-5), \
+        f"RMSNorm(x)·weight·(1 − λ_init) per head (λ_init={init}, eps=1e-5): {first_far(got.double(), want, 1e-5)}"
 
 
 @pytest.mark.grade("05.3", points=1)
@@ -123,26 +168,36 @@ def test_each_head_is_normalised_on_its_own(impl):
     louder = attn.clone()
     louder[:, :, 0] *= 100.0  # one head 100× larger must not change the other heads
     a, b = impl.headwise_norm(attn, None, 0.2), impl.headwise_norm(louder, None, 0.2)
-    assert torch.allclose(a[:, :, 1:], b[:, :, 1:], atol=1e-6), "normalise over each head's 2d channels, not d_model"
+    assert torch.allclose(a[:, :, 1:], b[:, :, 1:], atol=1e-6), (
+        f"head 0 made 100× louder changed heads 1-3: normalise over each head's 2d channels, not d_model; "
+        f"{first_far(b[:, :, 1:], a[:, :, 1:], 1e-6, first_head=1)}")
     rms = a.double().pow(2).mean(dim=-1).sqrt()
-    assert torch.allclose(rms, torch.full_like(rms, 0.8), atol=1e-4), "every head ends at RMS (1 − λ_init)"
+    assert torch.allclose(rms, torch.full_like(rms, 0.8), atol=1e-4), \
+        f"every head must end at RMS 1 − λ_init = 0.8 (no weight): {first_far(rms, torch.full_like(rms, 0.8), 1e-4)}"
 
 
 @pytest.mark.grade("05.3", points=1)
 def test_no_mean_centring_no_sqrt2_and_eps_inside_the_root(impl):
     attn = torch.full((1, 1, 2, 4), 2.0)  # a constant head: RMS 2; LayerNorm would map it to 0
     got = impl.headwise_norm(attn, None, 0.3555, eps=0.0)
-    assert torch.allclose(got, torch.full_like(got, 1 - 0.3555), atol=1e-6), "x / RMS(x) × (1 − λ_init); no √2"
+    want = torch.full_like(got, 1 - 0.3555)
+    assert torch.allclose(got, want, atol=1e-6), (f"a constant head of 2s (λ_init=0.3555, eps=0): x / RMS(x) × "
+                                                  f"(1 − λ_init), no mean removed, no √2: {first_far(got, want, 1e-6)}")
     # a large eps makes its place visible: 2 / √(4 + 5) = 2/3; eps outside the root gives 2/7, an ignored eps 1
     got = impl.headwise_norm(attn, None, 0.2, eps=5.0)
-    assert torch.allclose(got, torch.full_like(got, 2 / 3 * 0.8), atol=1e-6), "x / √(mean(x²) + eps), eps as given"
+    want = torch.full_like(got, 2 / 3 * 0.8)
+    assert torch.allclose(got, want, atol=1e-6), (f"a constant head of 2s with eps=5 (λ_init=0.2): x / √(mean(x²) + "
+                                                  f"eps) × 0.8 = 2/3 × 0.8: {first_far(got, want, 1e-6)}")
 
 
 @pytest.mark.grade("05.3", points=1)
 def test_default_eps_is_1e_5(impl):
     """Heads of RMS 1e-3 (mean square 1e-6, of eps's order): 1e-6 or 1e-8 instead of 1e-5 moves the output by > 10%."""
     attn = 1e-3 * _heads(6, shape=(1, 3, 2, 8))
-    assert torch.allclose(impl.headwise_norm(attn, None, 0.2).double(), _norm64(attn, None, 0.2, 1e-5), atol=1e-5)
+    got = impl.headwise_norm(attn, None, 0.2).double()
+    want = _norm64(attn, None, 0.2, 1e-5)
+    assert torch.allclose(got, want, atol=1e-5), \
+        f"headwise_norm with the default eps (must be 1e-5), heads of RMS 1e-3: {first_far(got, want, 1e-5)}"
 
 
 @pytest.mark.grade("05.3", points=1)
@@ -150,14 +205,21 @@ def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
     attn = _heads(4).bfloat16()
     weight = torch.arange(1, 17, dtype=torch.float32) / 8
     got = impl.headwise_norm(attn, weight.bfloat16(), 0.2)
-    assert got.dtype == torch.bfloat16, "cast back to the input dtype"
-    assert impl.headwise_norm(attn, None, 0.2).dtype == torch.bfloat16, "no weight: still the input dtype"
-    assert impl.headwise_norm(attn, weight, 0.2).dtype == torch.bfloat16, "a float32 weight must not promote the output"
+    assert got.dtype == torch.bfloat16, f"headwise_norm of bfloat16 heads: cast back to bfloat16, got {got.dtype}"
+    dtype = impl.headwise_norm(attn, None, 0.2).dtype
+    assert dtype == torch.bfloat16, f"headwise_norm of bfloat16 heads, no weight: still bfloat16, got {dtype}"
+    dtype = impl.headwise_norm(attn, weight, 0.2).dtype
+    assert dtype == torch.bfloat16, \
+        f"headwise_norm of bfloat16 heads with a float32 weight: the output stays bfloat16, got {dtype}"
     expected = _norm64(attn.float(), weight, 0.2, 1e-5)
-    assert torch.allclose(got.double(), expected, rtol=2e-2, atol=2e-2)
+    assert torch.allclose(got.double(), expected, rtol=2e-2, atol=2e-2), (
+        f"headwise_norm of bfloat16 heads, one 2d = 16 weight shared by every head (λ_init=0.2): "
+        f"{first_far(got.double(), expected, 2e-2, 2e-2)}")
     # fp16 entries of a few hundred square past fp16's largest value (65504): the RMS must be computed in float32
     loud = (400 * _heads(5)).half()
     got = impl.headwise_norm(loud, weight.half(), 0.2)
-    assert got.dtype == torch.float16, "cast back to the input dtype"
+    assert got.dtype == torch.float16, f"headwise_norm of float16 heads: cast back to float16, got {got.dtype}"
     expected = _norm64(loud, weight, 0.2, 1e-5)
-    assert torch.allclose(got.double(), expected, rtol=1e-2, atol=1e-2), "mean(x²) overflowed: upcast to float32"
+    assert torch.allclose(got.double(), expected, rtol=1e-2, atol=1e-2), (
+        f"headwise_norm of float16 heads of size ~400 (mean(x²) overflows float16: upcast to float32): "
+        f"{first_far(got.double(), expected, 1e-2, 1e-2)}")
