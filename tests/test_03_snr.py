@@ -299,10 +299,12 @@ def crossing_exact(x0, y0, x1, y1, threshold):
 @pytest.mark.grade("03.2", points=1)
 @pytest.mark.parametrize("levels, values, threshold", [
     ([-1e308, 1e308], [1e308, -1e308], 0.5),  # σ_i − σ_{i−1} and m_{i−1} − m_i both overflow to inf
+    ([-1e308, 1e308], [0.75, 0.25], 0.5),  # only σ_i − σ_{i−1} overflows
+    ([0.0, 1.0], [1e308, -1e308], 0.5),  # only m_{i−1} − m_i overflows
     ([0.0, 1.0], [1.7e308, -1.7e308], -1e308),  # m_{i−1} − t overflows too
     ([1e-320, 2e-320], [1.0, 0.0], 0.5),  # subnormal levels
     ([-5.0, 1e300], [0.75, 0.25], 0.5),
-], ids=["huge-levels-and-measures", "huge-threshold-gap", "subnormal-levels", "wide-bracket"])
+], ids=["huge-levels-and-measures", "huge-levels", "huge-measures", "huge-threshold-gap", "subnormal-levels", "wide-bracket"])
 def test_crossover_of_extreme_but_valid_grids(impl, levels, values, threshold):
     """Any strictly increasing grid and any finite measure: the straight line still meets the threshold between the
     bracketing levels, even where the textbook differences overflow. Tolerance 1e-12 of the bracket's magnitude."""

@@ -75,7 +75,7 @@ def targets(lesson: str) -> dict[str, dict[str, set[str]]]:
 def lay_out(work: Path, lesson: str, modules: set[str]) -> list[str]:
     shutil.copytree(ROOT / "code" / "diffattn", work / "src" / "diffattn", ignore=shutil.ignore_patterns("__pycache__"))
     (work / "tests").mkdir()
-    for name in ("__init__.py", "adapters.py", "conftest.py"):
+    for name in ("__init__.py", "adapters.py", "conftest.py", "feedback.py"):
         shutil.copy(ROOT / "tests" / name, work / "tests" / name)
     tests = sorted(p.name for p in (ROOT / "tests").glob(f"test_{lesson}_*.py"))
     for name in tests:

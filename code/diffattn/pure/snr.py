@@ -136,8 +136,8 @@ def _line_meets(x0: float, y0: float, x1: float, y1: float, threshold: float) ->
     """Where the straight line through (x0, y0) and (x1, y1), y0 ≥ threshold > y1, meets the threshold:
     x0 + (x1 − x0)·(y0 − threshold)/(y0 − y1). For differences that overflow (levels or values near ±1.8e308) the
     same line from halved operands: the fraction is unchanged and x0 + f·(x1 − x0) = x0 + f·h + f·h, h = x1/2 − x0/2."""
-    rise, run = y0 - y1, x1 - x0
-    if math.isfinite(rise) and math.isfinite(run) and math.isfinite(y0 - threshold):
+    rise, run = y0 - y1, x1 - x0  # 0 ≤ y0 − threshold ≤ rise: when rise is finite, so is y0 − threshold
+    if math.isfinite(rise) and math.isfinite(run):
         return x0 + run * (y0 - threshold) / rise
     fraction = (y0 / 2 - threshold / 2) / (y0 / 2 - y1 / 2)
     half = fraction * (x1 / 2 - x0 / 2)
