@@ -1,0 +1,88 @@
+"""Lesson 12: the roofline of a decode step, and the batch at which decoding stops being memory-bound (stdlib only).
+
+One decode step at batch B, each sequence with S cached tokens, computes and moves (lesson 04's accounting):
+
+    FLOPs = B · (2N + a(S))   2 FLOPs per matmul weight (N of them) per token, plus the attention over S keys:
+                              a(S) = L · Σ_calls 2·h_q·(d_k + d_v)·S
+    bytes = w·N + B · k(S)    every matmul weight once (w bytes each; the embedding table is looked up, B rows, not
+                              streamed), plus each sequence's KV cache as the kernel calls read it: k(S) = L·S·(bytes
+                              per cached token and layer)
+
+On a machine with peak P FLOP/s and memory bandwidth W B/s the step takes at least max(FLOPs/P, bytes/W): the
+roofline. It is compute-bound once B·(2N + a)/P ≥ (w·N + B·k)/W, i.e. from the crossover batch
+
+    B* = (w·N / W) / ((2N + a)/P − k/W),
+
+which exists only when (2N + a)/k > P/W, the ridge point: per sequence, the step must do more FLOPs per byte of its
+own KV cache than the machine's ratio of compute to bandwidth. a/k is the attention's own intensity (≈ the GQA group
+g for the baseline, 2g for V2) and 2N/k shrinks as S grows, so at long contexts decoding never turns compute-bound.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from diffattn.errors import require
+from diffattn.pure.accounting import ModelConfig, decode_kv_read_bytes, kernel_calls, matmul_params, require_counts
+
+
+class DecodeStep(NamedTuple):
+    """What one decode step of the whole model computes and moves."""
+
+    flops: int
+    bytes: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops / self.bytes
+
+
+def _require_machine(peak_flops: float, bandwidth: float) -> None:
+    for name, value in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
+        require(isinstance(value, (int, float)) and 0 < value < float("inf"),
+                f"{name} must be a positive finite number (got {value!r})")
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """P / W, FLOPs per byte: a kernel below it is bandwidth-bound on this machine, above it compute-bound."""
+    _require_machine(peak_flops, bandwidth)
+    return peak_flops / bandwidth
+
+
+def attention_decode_flops(variant: str, heads: int, head_dim: int, context: int, kv_heads: int | None = None,
+                           v1_kernel: str = "two_call") -> int:
+    """One layer, one new token: every query head of every kernel call scores `context` keys and sums their values,
+    2·(d_k + d_v) FLOPs per key (no causal halving: the new token sees the whole cache)."""
+    require_counts(context=context)
+    calls = kernel_calls(variant, heads, head_dim, kv_heads, v1_kernel)
+    return sum(2 * call.query_heads * (call.key_width + call.value_width) for call in calls) * context
+
+
+def decode_step(config: ModelConfig, variant: str, context: int, batch: int, bytes_per_value: int = 2,
+                v1_kernel: str = "two_call") -> DecodeStep:
+    """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each."""
+    require_counts(context=context, batch=batch, bytes_per_value=bytes_per_value)
+    weights = matmul_params(config, variant)
+    attention = config.layers * attention_decode_flops(variant, config.heads, config.head_dim, context,
+                                                       config.kv_heads, v1_kernel)
+    cache = config.layers * context * decode_kv_read_bytes(variant, config.heads, config.head_dim, config.kv_heads,
+                                                           bytes_per_value, v1_kernel)
+    return DecodeStep(batch * (2 * weights + attention), bytes_per_value * weights + batch * cache)
+
+
+def step_seconds(step: DecodeStep, peak_flops: float, bandwidth: float) -> float:
+    """The roofline's lower bound on the step's time: whichever of compute and memory takes longer."""
+    _require_machine(peak_flops, bandwidth)
+    return max(step.flops / peak_flops, step.bytes / bandwidth)
+
+
+def crossover_batch(config: ModelConfig, variant: str, context: int, peak_flops: float, bandwidth: float,
+                    bytes_per_value: int = 2, v1_kernel: str = "two_call") -> float | None:
+    """B* (a real number; the first compute-bound batch is its ceiling), or None when no batch is compute-bound."""
+    _require_machine(peak_flops, bandwidth)
+    one = decode_step(config, variant, context, 1, bytes_per_value, v1_kernel)
+    weight_bytes = bytes_per_value * matmul_params(config, variant)
+    per_sequence_flops, per_sequence_bytes = one.flops, one.bytes - weight_bytes
+    margin = per_sequence_flops / peak_flops - per_sequence_bytes / bandwidth
+    return weight_bytes / bandwidth / margin if margin > 0 else None
