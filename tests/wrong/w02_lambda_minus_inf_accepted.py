@@ -7,22 +7,8 @@ for a λ that is not finite. Every finite λ gives the right map, and every shap
 
 import math
 
+from diffattn.pure.attention import attention_weights  # the one-map part is not the mistake
 from diffattn.pure.matrix import width
-from diffattn.pure.softmax import softmax
-
-
-def _map(q, k, causal):
-    d = width(q)
-    if width(k) != d:
-        raise ValueError("queries and keys must have the same width")
-    n_q, n_k = len(q), len(k)
-    if causal and n_q > n_k:
-        raise ValueError("causal attention needs N_q <= N_k")
-    rows = []
-    for i, qi in enumerate(q):
-        z = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(d) for kj in k]
-        rows.append(softmax([x if not causal or j <= i + n_k - n_q else -math.inf for j, x in enumerate(z)]))
-    return rows
 
 
 def diff_weights_v1(q1, k1, q2, k2, lam, causal=False):
@@ -30,7 +16,7 @@ def diff_weights_v1(q1, k1, q2, k2, lam, causal=False):
         raise ValueError(f"λ must be finite (got {lam})")
     if len(q1) != len(q2) or len(k1) != len(k2) or width(q1) != width(q2):
         raise ValueError("both maps need the same shapes")
-    a1, a2 = _map(q1, k1, causal), _map(q2, k2, causal)
+    a1, a2 = attention_weights(q1, k1, causal), attention_weights(q2, k2, causal)
     return [[x - lam * y for x, y in zip(r1, r2)] for r1, r2 in zip(a1, a2)]
 
 

@@ -6,22 +6,8 @@ so the row should be A1·v). Logits of ordinary size give the right output.
 
 import math
 
+from diffattn.pure.attention import attention_weights  # the one-map part is not the mistake
 from diffattn.pure.matrix import matmul, width
-from diffattn.pure.softmax import softmax
-
-
-def _map(q, k, causal):
-    d = width(q)
-    if width(k) != d:
-        raise ValueError("queries and keys must have the same width")
-    n_q, n_k = len(q), len(k)
-    if causal and n_q > n_k:
-        raise ValueError("causal attention needs N_q <= N_k")
-    rows = []
-    for i, qi in enumerate(q):
-        z = [sum(a * b for a, b in zip(qi, kj)) / math.sqrt(d) for kj in k]
-        rows.append(softmax([x if not causal or j <= i + n_k - n_q else -math.inf for j, x in enumerate(z)]))
-    return rows
 
 
 def diff_attention_v2(q1, q2, k, v, lambda_logits, causal=False):
@@ -33,7 +19,7 @@ def diff_attention_v2(q1, q2, k, v, lambda_logits, causal=False):
     if len(logits) != len(q1) or not all(math.isfinite(x) for x in logits):
         raise ValueError("need one finite λ logit per query")
     gates = [1.0 / (1.0 + math.exp(-x)) for x in logits]  # overflows for x < -709.78
-    a1, a2 = _map(q1, k, causal), _map(q2, k, causal)
+    a1, a2 = attention_weights(q1, k, causal), attention_weights(q2, k, causal)
     return matmul([[x - g * y for x, y in zip(r1, r2)] for r1, r2, g in zip(a1, a2, gates)], v)
 
 
