@@ -9,8 +9,9 @@ chosen with `pytest --impl` (or `python -m diffattn grade --impl`):
                                tests/test_graders_reject_wrong.py proves each one loses the points it should.
 
 EXERCISES is the rubric: exercise id -> (title, exercise module, functions the exercise implements). RETURNS is the
-type each function's docstring promises; every call is checked against it (exact built-in types or exactly
-torch.Tensor, so a returned object cannot carry code that makes a comparison pass).
+type each function's docstring promises; every call is checked against it (exact built-in types, exactly
+torch.Tensor, or exactly diffattn's DecodeStep of two ints, so a returned object cannot carry code that makes a
+comparison pass).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ EXERCISES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "11.2": ("V2 layer with σ(λ) replaced", "ex11_lambda_sweep", ("v2_forward",)),
     "11.3": ("λ sweep: patch, evaluate, restore", "ex11_lambda_sweep", ("sweep_model",)),
     "11.4": ("pick the best setting", "ex11_lambda_sweep", ("best_value",)),
+    "12.1": ("decode step: FLOPs and bytes per variant", "ex12_roofline", ("decode_step",)),
+    "12.2": ("crossover batch B*", "ex12_roofline", ("roofline_crossover",)),
 }
 
 REFERENCE: dict[str, str] = {
@@ -64,6 +67,8 @@ REFERENCE: dict[str, str] = {
     "v2_forward": "diffattn.eval.lambda_sweep:v2_forward",
     "sweep_model": "diffattn.eval.lambda_sweep:sweep_model",
     "best_value": "diffattn.eval.lambda_sweep:best_value",
+    "decode_step": "diffattn.pure.roofline:decode_step",
+    "roofline_crossover": "diffattn.pure.roofline:roofline_crossover",
 }
 
 # What each docstring promises to return. "number" is an int or a float (an element of the caller's grid, say).
@@ -87,6 +92,8 @@ RETURNS: dict[str, str] = {
     "v2_forward": "tensor",
     "sweep_model": "list[float]",
     "best_value": "number",
+    "decode_step": "DecodeStep",
+    "roofline_crossover": "float|None",
 }
 
 # Called after every call into the implementation with (function name, the exception it raised or None); the grader's
@@ -143,6 +150,12 @@ def _list_of(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
     return lambda x: type(x) is list and all(check(e) for e in x)
 
 
+def _is_decode_step(x: Any) -> bool:
+    """diffattn.pure.accounting.DecodeStep itself (a named pair of exact ints), never a look-alike."""
+    accounting = sys.modules.get("diffattn.pure.accounting")
+    return accounting is not None and type(x) is accounting.DecodeStep and all(type(v) is int for v in x)
+
+
 def _is_tensor(x: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and type(x) is torch.Tensor
@@ -153,11 +166,13 @@ CHECKS: dict[str, Callable[[Any], bool]] = {
     "int": _is_int,
     "number": _is_number,
     "number|None": lambda x: x is None or _is_number(x),
+    "float|None": lambda x: x is None or _is_float(x),
     "list[float]": _list_of(_is_float),
     "list[int]": _list_of(_is_int),
     "list[number]": _list_of(_is_number),
     "list[list[float]]": _list_of(_list_of(_is_float)),
     "tensor": _is_tensor,
+    "DecodeStep": _is_decode_step,
 }
 
 

@@ -259,6 +259,18 @@ def decode_flops_per_byte(variant: str, heads: int, head_dim: int, kv_heads: int
     return flops / decode_kv_read_bytes(variant, heads, head_dim, kv_heads, bytes_per_value, v1_kernel)
 
 
+class DecodeStep(NamedTuple):
+    """What one decode step of the whole model computes and moves (lesson 12's roofline is built on it)."""
+
+    flops: int
+    bytes: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops / self.bytes
+
+
 def decode_step_bytes(config: ModelConfig, variant: str, context: int, bytes_per_value: int = 2,
                       v1_kernel: str = "two_call") -> int:
     """Bytes one decode step moves at batch 1: every matmul weight once, plus the KV reads at `context` cached tokens.

@@ -20,23 +20,8 @@ g for the baseline, 2g for V2) and 2N/k shrinks as S grows, so at long contexts 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from diffattn.errors import require
-from diffattn.pure.accounting import ModelConfig, decode_kv_read_bytes, kernel_calls, matmul_params, require_counts
-
-
-class DecodeStep(NamedTuple):
-    """What one decode step of the whole model computes and moves."""
-
-    flops: int
-    bytes: int
-
-    @property
-    def intensity(self) -> float:
-        """FLOPs per byte moved."""
-        return self.flops / self.bytes
-
+from diffattn.pure.accounting import DecodeStep, ModelConfig, decode_kv_read_bytes, kernel_calls, matmul_params, require_counts
 
 def _require_machine(peak_flops: float, bandwidth: float) -> None:
     for name, value in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
@@ -61,8 +46,8 @@ def attention_decode_flops(variant: str, heads: int, head_dim: int, context: int
 
 def decode_step(config: ModelConfig, variant: str, context: int, batch: int, bytes_per_value: int = 2,
                 v1_kernel: str = "two_call") -> DecodeStep:
-    """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each."""
-    require_counts(context=context, batch=batch, bytes_per_value=bytes_per_value)
+    """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each (exercise 12.1)."""
+    require_counts(batch=batch, bytes_per_value=bytes_per_value)  # context: in attention_decode_flops
     weights = matmul_params(config, variant)
     attention = config.layers * attention_decode_flops(variant, config.heads, config.head_dim, context,
                                                        config.kv_heads, v1_kernel)
@@ -77,12 +62,26 @@ def step_seconds(step: DecodeStep, peak_flops: float, bandwidth: float) -> float
     return max(step.flops / peak_flops, step.bytes / bandwidth)
 
 
+def roofline_crossover(weight_bytes: int, flops_per_sequence: int, bytes_per_sequence: int, peak_flops: float,
+                       bandwidth: float) -> float | None:
+    """B*, where a step of B sequences, B·f/P seconds of compute against (w + B·k)/W of memory, turns compute-bound;
+    None when no batch does (exercise 12.2).
+
+    Divided by P on both sides: B·f·(W/P) = w + B·k. Only the machine's bytes per FLOP W/P (one over the ridge point)
+    enters, so B* does not change when both ceilings are scaled (FLOP/s or FLOP/ms), and no ceiling in the float range
+    overflows it (w/W, f·W or k·P alone can).
+    """
+    require_counts(weight_bytes=weight_bytes, flops_per_sequence=flops_per_sequence,
+                   bytes_per_sequence=bytes_per_sequence)
+    _require_machine(peak_flops, bandwidth)
+    # bytes the machine moves while it computes one sequence, minus the bytes that sequence reads: > 0 → compute wins
+    margin = flops_per_sequence * (bandwidth / peak_flops) - bytes_per_sequence
+    return weight_bytes / margin if margin > 0 else None
+
+
 def crossover_batch(config: ModelConfig, variant: str, context: int, peak_flops: float, bandwidth: float,
                     bytes_per_value: int = 2, v1_kernel: str = "two_call") -> float | None:
     """B* (a real number; the first compute-bound batch is its ceiling), or None when no batch is compute-bound."""
-    _require_machine(peak_flops, bandwidth)
     one = decode_step(config, variant, context, 1, bytes_per_value, v1_kernel)
     weight_bytes = bytes_per_value * matmul_params(config, variant)
-    per_sequence_flops, per_sequence_bytes = one.flops, one.bytes - weight_bytes
-    margin = per_sequence_flops / peak_flops - per_sequence_bytes / bandwidth
-    return weight_bytes / bandwidth / margin if margin > 0 else None
+    return roofline_crossover(weight_bytes, one.flops, one.bytes - weight_bytes, peak_flops, bandwidth)
