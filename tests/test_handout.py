@@ -46,7 +46,7 @@ def test_no_solution_line_is_left_anywhere(handout: Path):
 
 def test_handout_grades_the_stubs_to_zero_with_clean_reasons(handout: Path):
     out = handout / "results.json"
-    lessons = ["ex01", "ex02", "ex03", "ex04"] + (["ex05", "ex07"] if HAS_TORCH else [])
+    lessons = ["ex01", "ex02", "ex03", "ex04", "ex12"] + (["ex05", "ex07"] if HAS_TORCH else [])
     run = subprocess.run([sys.executable, "-m", "diffattn", "grade", "--only", *lessons, "--json", str(out)],
                          cwd=handout, capture_output=True, text=True, timeout=900,
                          env={**os.environ, "PYTHONPATH": str(handout / "code")})

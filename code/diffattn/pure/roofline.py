@@ -47,7 +47,7 @@ def attention_decode_flops(variant: str, heads: int, head_dim: int, context: int
 def decode_step(config: ModelConfig, variant: str, context: int, batch: int, bytes_per_value: int = 2,
                 v1_kernel: str = "two_call") -> DecodeStep:
     """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each (exercise 12.1)."""
-    require_counts(batch=batch, bytes_per_value=bytes_per_value)  # context: in attention_decode_flops
+    require_counts(batch=batch)  # context and bytes_per_value: checked by the two counts below
     weights = matmul_params(config, variant)
     attention = config.layers * attention_decode_flops(variant, config.heads, config.head_dim, context,
                                                        config.kv_heads, v1_kernel)
