@@ -391,3 +391,13 @@ def test_machine_ceilings_must_be_positive_and_finite(peak, bandwidth):
 def test_sizes_must_be_positive(context, batch):
     with pytest.raises(ConfigError):
         decode_step(LLAMA_8B, "diff_v2", context, batch)
+
+
+@pytest.mark.parametrize("scale", [2.0**-1040, 2.0**960])
+def test_crossover_batch_depends_on_the_machine_only_through_its_ridge_point(scale):
+    """The same H200 in other units gives the same B*. Before exercise 12.2 the reference computed (w/W)/(f/P − k/W):
+    at 2^-1040, f/P and w/W overflowed to inf and it returned nan for the baseline instead of 375.8."""
+    peak, bandwidth = H200
+    for variant in VARIANTS:
+        want = crossover_batch(LLAMA_8B, variant, 256, peak, bandwidth)
+        assert crossover_batch(LLAMA_8B, variant, 256, peak * scale, bandwidth * scale) == want, variant

@@ -1,6 +1,6 @@
 """12.2 mistake (class A, extreme but valid ceilings): the textbook form B* = (w/W) / (f/P − k/W), which the
-reference itself used before exercise 12.2 existed. Right for ordinary machines, but w/W overflows to inf once the
-ceilings are scaled down (the H200's × 2^-1040): it answers inf where B* is the same as unscaled."""
+reference itself used before exercise 12.2 existed. Right for ordinary machines, but w/W and f/P overflow to inf
+once the ceilings are scaled down (the H200's × 2^-1040): it answers NaN where B* is the same as unscaled."""
 
 import math
 
