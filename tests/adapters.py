@@ -43,7 +43,7 @@ EXERCISES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "11.2": ("V2 layer with σ(λ) replaced", "ex11_lambda_sweep", ("v2_forward",)),
     "11.3": ("λ sweep: patch, evaluate, restore", "ex11_lambda_sweep", ("sweep_model",)),
     "11.4": ("pick the best setting", "ex11_lambda_sweep", ("best_value",)),
-    "12.1": ("decode step: FLOPs and bytes per variant", "ex12_roofline", ("decode_step",)),
+    "12.1": ("decode step FLOPs and bytes per variant", "ex12_roofline", ("decode_step",)),
     "12.2": ("crossover batch B*", "ex12_roofline", ("roofline_crossover",)),
 }
 
