@@ -73,8 +73,9 @@ def roofline_crossover(weight_bytes: int, flops_per_sequence: int, bytes_per_seq
     long as memory, so the first compute-bound batch is max(1, ceil(B*)) (B* may be below 1: then batch 1 already is).
 
     Inputs: weight_bytes, flops_per_sequence, bytes_per_sequence: ints ≥ 1. peak_flops, bandwidth: positive finite
-    numbers (int or float), anywhere in the float range: only their ratio matters (P/W is the machine's ridge point),
-    so scaling both by the same factor, 1e-300 or 1e300, must not change B*.
+    numbers (int or float), anywhere in the float range. Only their ratio matters (P/W is the machine's ridge point):
+    the same machine in other units has the same B*, so scaling both ceilings by one factor must not change your
+    answer (the graded tests use factors from 2^-1040 to 2^960, where w/W, f/P or f·W alone overflow).
 
     Returns B* as a float (relative tolerance 1e-9), or None when no batch is ever compute-bound: when f/P ≤ k/W, i.e.
     a sequence's own intensity f/k does not exceed the ridge point P/W (equality included: memory then always takes
