@@ -11,7 +11,8 @@ One decode step at batch B, each sequence with S cached tokens, computes and mov
 On a machine with peak P FLOP/s and memory bandwidth W B/s the step takes at least max(FLOPs/P, bytes/W): the
 roofline. It is compute-bound once B·(2N + a)/P ≥ (w·N + B·k)/W, i.e. from the crossover batch
 
-    B* = (w·N / W) / ((2N + a)/P − k/W),
+    B* = (w·N / W) / ((2N + a)/P − k/W) = w·N / ((2N + a)·W/P − k),   computed in the second form (see
+                                                                       roofline_crossover),
 
 which exists only when (2N + a)/k > P/W, the ridge point: per sequence, the step must do more FLOPs per byte of its
 own KV cache than the machine's ratio of compute to bandwidth. a/k is the attention's own intensity (≈ the GQA group
@@ -67,9 +68,9 @@ def roofline_crossover(weight_bytes: int, flops_per_sequence: int, bytes_per_seq
     """B*, where a step of B sequences, B·f/P seconds of compute against (w + B·k)/W of memory, turns compute-bound;
     None when no batch does (exercise 12.2).
 
-    Divided by P on both sides: B·f·(W/P) = w + B·k. Only the machine's bytes per FLOP W/P (one over the ridge point)
-    enters, so B* does not change when both ceilings are scaled (FLOP/s or FLOP/ms), and no ceiling in the float range
-    overflows it (w/W, f·W or k·P alone can).
+    Multiplied by P on both sides: B·f·(W/P) = w + B·k. Only the machine's bytes per FLOP W/P (one over the ridge
+    point) enters, so B* does not change when both ceilings are scaled (FLOP/s or FLOP/ms), wherever in the float range
+    that puts them, as long as W/P itself is a normal float (w/W, f/P, f·W or k·P alone overflow far sooner).
     """
     require_counts(weight_bytes=weight_bytes, flops_per_sequence=flops_per_sequence,
                    bytes_per_sequence=bytes_per_sequence)
