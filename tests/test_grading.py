@@ -217,3 +217,21 @@ def test_restoring_the_checkout_keeps_what_was_changed(tmp_path):
     assert (kept / "exercises" / "ex01_softmax.py").read_text() == "saved while grading"
     assert (kept / "new.py").read_text() == "added"
     assert restore(tmp_path, before, set()) == ([], None)
+
+
+def test_grading_collects_only_the_lessons_files_that_hold_graded_tests():
+    """A lesson's ungraded test files (PyTorch benchmarks beside a stdlib exercise) are never imported by its grade;
+    hidden files are always collected (the marker filter picks their tests)."""
+    from diffattn.grading.grader import test_files
+
+    files = {"tests/test_12_roofline.py": b'@pytest.mark.grade("12.1", points=1)\n',
+             "tests/test_12_bench.py": b"import torch\n",
+             "tests/test_04_accounting.py": b'@pytest.mark.grade("04.1", points=1)\n',
+             "tests/hidden_x/test_extra.py": b"", "tests/hidden_x/test_12_more.py": b""}
+    assert test_files(files, "12") == ["tests/hidden_x/test_12_more.py", "tests/hidden_x/test_extra.py",
+                                       "tests/test_12_roofline.py"]
+    actual = {p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "tests").glob("test_[0-9][0-9]_*.py")}
+    for lesson in sorted({e[:2] for e in EXERCISES}):
+        chosen = test_files(actual, lesson)
+        graded = {path for path in chosen if f'grade("{lesson}.' in actual[path].decode()}
+        assert chosen and set(chosen) == graded, f"lesson {lesson}: {chosen}"

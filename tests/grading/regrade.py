@@ -37,7 +37,8 @@ class MemoryChannel:
 def grade(impl: str, exercise: str) -> dict[str, Any]:
     channel = MemoryChannel()
     session = GradingSession(channel, {"root": str(ROOT), "exercise": exercise, "impl": impl, "guard": False})
-    chosen = test_files({p.relative_to(ROOT).as_posix(): b"" for p in (ROOT / "tests").glob("test_*.py")}, exercise[2:])
+    chosen = test_files({p.relative_to(ROOT).as_posix(): p.read_bytes() for p in (ROOT / "tests").glob("test_*.py")},
+                        exercise[2:])
     with contextlib.redirect_stdout(io.StringIO()):
         pytest.main(pytest_args(ROOT, exercise, impl, chosen), plugins=[session])
     session.finish(None)
