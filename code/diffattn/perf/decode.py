@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from typing import Callable
 
 import torch
 
-from diffattn.bench import kernel_that_runs, time_call
+from diffattn.bench import kernel_that_runs
 from diffattn.config import GPTConfig, accounting_model, matched_configs
 from diffattn.errors import one_line, require
 from diffattn.model import GPT
 from diffattn.names import VARIANTS
 from diffattn.nn.cache import StaticKVCache
-from diffattn.perf.counts import phase_counts, v1_kernel_path
+from diffattn.perf.counts import v1_kernel_path
+from diffattn.perf.phases import model_phase_counts
 from diffattn.pure.accounting import kernel_calls
 
 # Llama-like proportions, small enough for a 2-core CPU: GQA group 4, weights (about 48 MB in fp32) larger than the
@@ -55,44 +57,62 @@ def _step(model: GPT, caches: list[StaticKVCache], token: torch.Tensor, context:
     return step
 
 
+def round_robin(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
+    that a shared machine's load drift hits every variant alike instead of whichever ran last."""
+    for step in steps.values():
+        step()
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            started = time.perf_counter()
+            step()
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
                   ceilings: tuple[float, float], repeats: int = 5,
                   advance: Callable[[], None] = lambda: None) -> list[dict]:
     """One row per (variant, batch, context): median step time, achieved GB/s and GFLOP/s, the roofline time.
 
-    `ceilings` = (peak FLOP/s, bandwidth B/s) of this run. A point that does not fit in memory is a row with its
-    error, and the grid goes on.
+    At each (batch, context) the variants are timed in turn (`round_robin`), their caches side by side in memory.
+    `ceilings` = (peak FLOP/s, bandwidth B/s) of this run. A variant whose cache does not fit in memory gets a row
+    with its error at that batch, and the grid goes on.
     """
     require(all(b >= 1 for b in batches) and all(s >= 1 for s in contexts), "batches and contexts must be >= 1")
     peak, bandwidth = ceilings
-    device = torch.device("cpu")
-    kernel = v1_kernel_path(device)
+    kernel = v1_kernel_path(torch.device("cpu"))
     capacity = max(contexts) + 1
     base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, capacity))
-    rows = []
+    models = {}
     for variant in variants:
         torch.manual_seed(0)
-        model = GPT(matched_configs(base)[variant]).eval()
-        bytes_per_value = model.lm_head.weight.element_size()
-        for batch in batches:
-            generator = torch.Generator().manual_seed(batch)
-            token = torch.randint(0, base.vocab_size, (batch, 1), generator=generator)
+        models[variant] = GPT(matched_configs(base)[variant]).eval()
+    rows = []
+    for batch in batches:
+        generator = torch.Generator().manual_seed(batch)
+        token = torch.randint(0, base.vocab_size, (batch, 1), generator=generator)
+        caches = {}
+        for variant, model in models.items():
             try:
-                caches = _filled_caches(model, batch, capacity, generator)
+                caches[variant] = _filled_caches(model, batch, capacity, generator)
             except (RuntimeError, MemoryError) as exc:  # out of memory: say so, keep the grid going
                 rows += [{"variant": variant, "batch": batch, "context": s, "error": one_line(exc)} for s in contexts]
-                for _ in contexts:
-                    advance()
-                continue
-            for context in contexts:
-                counted = phase_counts(model.config, variant, "decode", batch, context, bytes_per_value, kernel)
-                seconds = time_call(_step(model, caches, token, context), device, warmup=1, iters=repeats)
-                rows.append(point(variant, "decode", batch, context, counted, seconds, peak, bandwidth)
+        for context in contexts:
+            seconds = round_robin({v: _step(models[v], c, token, context) for v, c in caches.items()}, repeats)
+            for variant, taken in seconds.items():
+                config = models[variant].config
+                counted = model_phase_counts(config, variant, "decode", batch, context,
+                                             models[variant].lm_head.weight.element_size(), kernel)
+                rows.append(point(variant, "decode", batch, context, counted, taken, peak, bandwidth)
                             | {"v1_kernel": kernel if variant == "diff_v1" else None,
-                               "kernel": decode_kernel(model.config, variant, batch, kernel)})
+                               "kernel": decode_kernel(config, variant, batch, kernel)})
+            for _ in variants:
                 advance()
-            del caches
-    return rows
+        del caches
+    order = {v: i for i, v in enumerate(variants)}
+    return sorted(rows, key=lambda r: (order[r["variant"]], r["batch"], r["context"]))
 
 
 def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str) -> str:
@@ -114,24 +134,28 @@ def _geometry(model: GPTConfig, variant: str) -> tuple[int, int, int]:
 def prefill_points(base: GPTConfig, variants: tuple[str, ...], batch: int, context: int,
                    ceilings: tuple[float, float], repeats: int = 3,
                    advance: Callable[[], None] = lambda: None) -> list[dict]:
-    """A forward pass of `batch` × `context` tokens per variant (no cache): prefill's point on the roofline."""
+    """A forward pass of `batch` × `context` tokens per variant (no cache), timed in turn: prefill on the roofline."""
     peak, bandwidth = ceilings
     base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, context))
-    rows = []
+    tokens = torch.randint(0, base.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0))
+    kernel = v1_kernel_path(torch.device("cpu"))
+    models = {}
     for variant in variants:
         torch.manual_seed(0)
-        model = GPT(matched_configs(base)[variant]).eval()
-        tokens = torch.randint(0, base.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0))
-        kernel = v1_kernel_path(torch.device("cpu"))
-        counted = phase_counts(model.config, variant, "prefill", batch, context,
-                               model.lm_head.weight.element_size(), kernel)
+        models[variant] = GPT(matched_configs(base)[variant]).eval()
 
-        def forward() -> None:
+    def forward(model: GPT) -> Callable[[], None]:
+        def call() -> None:
             with torch.no_grad():
                 model(tokens)
+        return call
 
-        seconds = time_call(forward, torch.device("cpu"), warmup=1, iters=repeats)
-        rows.append(point(variant, "prefill", batch, context, counted, seconds, peak, bandwidth))
+    seconds = round_robin({v: forward(m) for v, m in models.items()}, repeats)
+    rows = []
+    for variant, model in models.items():
+        counted = model_phase_counts(model.config, variant, "prefill", batch, context,
+                                     model.lm_head.weight.element_size(), kernel)
+        rows.append(point(variant, "prefill", batch, context, counted, seconds[variant], peak, bandwidth))
         advance()
     return rows
 

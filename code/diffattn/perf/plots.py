@@ -39,7 +39,7 @@ def roofline(info: dict, path: Path) -> Path:
     ax.set_xlabel("arithmetic intensity (FLOPs per byte, counted)")
     ax.set_ylabel("GFLOP/s (measured)")
     ax.set_title(f"{machine['cpu']}, {machine['threads']} thread(s), {machine['date']}", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")  # above the memory roof nothing can sit
     return save(fig, path)
 
 

@@ -52,7 +52,7 @@ def plan(quick: bool) -> dict:
                 "decode_model": QUICK_MODEL, "batches": (1, 2), "contexts": (16, 32), "prefill": (1, 32),
                 "presets": ("cpu-tiny",), "train_steps": 2, "train_overrides": {"batch_size": 2, "seq_len": 32}}
     return {"gemm_sizes": None, "stream_n": None, "repeats": 5, "decode_model": decode.DECODE_MODEL,
-            "batches": decode.BATCHES, "contexts": decode.CONTEXTS, "prefill": (4, 1024), "presets": training.PRESETS,
+            "batches": decode.BATCHES, "contexts": decode.CONTEXTS, "prefill": (1, 1024), "presets": training.PRESETS,
             "train_steps": 10, "train_overrides": {}}
 
 
@@ -67,7 +67,7 @@ def run(what: str = "roofline", quick: bool = False, n_threads: int | None = Non
         saved: Callable[[dict], None] = lambda info: None) -> dict:
     """Measure the parts `what` names (decode, train or roofline = all), calling `saved(info)` after each part."""
     require(what in WHAT, f"what must be one of {', '.join(WHAT)} (got {what!r})")
-    n_threads = n_threads or torch.get_num_threads()
+    n_threads = torch.get_num_threads() if n_threads is None else n_threads
     require(n_threads >= 1, f"threads must be >= 1 (got {n_threads})")
     from tqdm import tqdm
 
@@ -134,7 +134,8 @@ def format_report(info: dict) -> str:
                     lines.append(f"  {r['variant']:<12}{r['batch']:>4}{r['context']:>6}  failed: {r['error']}")
                     continue
                 extra = f"  {r['tokens_per_s']:8.0f}  {r['mfu_measured_peak']:.1%}" if key == "train" else ""
-                lines.append(f"  {r['variant']:<12}{r['batch']:>4}{r['context']:>6}{r['ms']:>10.2f}"
+                name = f"{r['preset']}:{r['variant']}" if key == "train" else r["variant"]
+                lines.append(f"  {name:<12}{r['batch']:>4}{r['context']:>6}{r['ms']:>10.2f}"
                              f"{r['achieved_GBps']:>8.2f}{r['achieved_GFLOPs']:>9.2f}{r['roofline_ms']:>9.2f}"
                              f"{r['of_roofline']:>9.2f}{extra}")
     for variant in VARIANTS[1:]:
@@ -156,7 +157,7 @@ def main(args) -> int:
     figures at the end, print the report. Exit 1 if a point failed (it is in the JSON with its error)."""
     require(args.device in ("auto", "cpu"), "bench decode|train|roofline runs on the CPU (--device cpu); the GPU's "
                                             "ceilings and points come from scripts/gpu_check.sh")
-    n_threads = args.threads or torch.get_num_threads()
+    n_threads = torch.get_num_threads() if args.threads is None else args.threads
     require(n_threads >= 1, f"--threads must be >= 1 (got {n_threads})")
     out = args.out or default_out(args.what, n_threads)
     path = out / f"{args.what}.json"

@@ -12,7 +12,7 @@ from typing import Callable
 
 from diffattn.compare import bare_loop_tokens_per_s
 from diffattn.config import build_configs
-from diffattn.perf.counts import phase_counts
+from diffattn.perf.phases import model_phase_counts
 from diffattn.perf.decode import point
 from diffattn.train import training_flops_per_token
 
@@ -31,7 +31,7 @@ def train_points(presets: tuple[str, ...], variants: tuple[str, ...], steps: int
         for variant in variants:
             model, c = build_configs(preset, variant, steps=steps, **overrides)
             tokens_per_s = bare_loop_tokens_per_s(preset, variant, steps, **overrides)
-            counted = phase_counts(model, variant, "train", c.batch_size, c.seq_len, 4)
+            counted = model_phase_counts(model, variant, "train", c.batch_size, c.seq_len, 4)
             model_flops = training_flops_per_token(model, variant, c.seq_len) * tokens_per_s
             row = point(variant, "train", c.batch_size, c.seq_len, counted, c.batch_size * c.seq_len / tokens_per_s,
                         peak, bandwidth)
