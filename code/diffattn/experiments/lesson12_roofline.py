@@ -78,6 +78,8 @@ def measured(info: dict) -> dict:
                                 "largest_time_ratio": next(r["time_ratio"] for r in ratios
                                                            if (r["batch"], r["context"]) == POINTS["b64_s4096"]),
                                 "largest_bytes_ratio": next(r["bytes_ratio"] for r in ratios
+                                                            if (r["batch"], r["context"]) == POINTS["b64_s4096"]),
+                                "largest_flops_ratio": next(r["flops_ratio"] for r in ratios
                                                             if (r["batch"], r["context"]) == POINTS["b64_s4096"])}
         decode[variant]["best_of_roofline"] = max(r["of_roofline"] for r in mine.values())
     train = {}
@@ -102,9 +104,27 @@ def measured(info: dict) -> dict:
     }
 
 
+def gpu_runs() -> dict:
+    """The GPU half: every committed scripts/gpu_check.sh summary (outputs/gpu/<gpu>-<date>/gpu-check.json) from a
+    machine with a GPU, its measured bf16 GEMM and copy ceilings, ridge, and the Llama-like B* at those ceilings.
+    CPU rehearsals of the script name no GPU and are skipped; none is committed from a GPU yet."""
+    found = {}
+    for path in sorted((outputs_dir() / "gpu").glob("*/gpu-check.json")):
+        summary = json.loads(path.read_text())
+        peaks, gpu = summary.get("peaks", {}), summary.get("machine", {}).get("gpu")
+        if not gpu or not peaks.get("measured_gemm_tflops") or not peaks.get("measured_copy_GBps"):
+            continue
+        peak, bandwidth = peaks["measured_gemm_tflops"] * 1e12, peaks["measured_copy_GBps"] * 1e9
+        found[path.parent.name] = {"gpu": gpu, "gemm_tflops": peaks["measured_gemm_tflops"],
+                                   "copy_GBps": peaks["measured_copy_GBps"], "ridge": peak / bandwidth,
+                                   "b_star_256": {row: crossover_batch(LLAMA_8B, variant, 256, peak, bandwidth, 2, kernel)
+                                                  for row, (variant, kernel) in KERNEL_ROWS.items()}}
+    return found
+
+
 def run(progress: bool = True) -> dict:
     runs = {name: measured(json.loads(run_path(name).read_text())) for name in RUNS}
-    return {"derived": derived(), "runs": runs, "run_names": dict(RUNS)}
+    return {"derived": derived(), "runs": runs, "run_names": dict(RUNS), "gpu": gpu_runs()}
 
 
 def _b_star(value: float | None) -> str:
@@ -142,22 +162,19 @@ def report(results: dict) -> str:
     for row in ("baseline", "diff_v2"):
         lines.append(f"    {accounting.LABELS[row]:<10}" + both(
             lambda r, w=row: ", ".join(_b_star(r["b_star_fp32"][w][str(s)]) for s in CONTEXTS)))
-    lines += ["", "  decode (static cache, fp32): step ms and fraction of the roofline; time and bytes vs baseline",
-              f"  {'variant':<12}{'B 1, S 1,024':>22}{'B 64, S 4,096':>24}{'time/bytes ratio (median)':>30}"
-              f"{'at B 64, S 4,096':>24}"]
-    for variant in VARIANTS:
-        def cell(r, key, v=variant):
-            p = r["decode"][v][key]
-            return f"{p['ms']:.1f} ({p['of_roofline']:.2f})"
-
-        def ratio(r, median, v=variant):
-            x = r["decode"][v]
-            return (f"{x['median_time_ratio']:.2f}/{x['median_bytes_ratio']:.2f}" if median else
-                    f"{x['largest_time_ratio']:.2f}/{x['largest_bytes_ratio']:.2f}") if "median_time_ratio" in x else "-"
-
-        lines.append(f"  {LABELS[variant]:<12}{both(lambda r: cell(r, 'b1_s1024')):>22}"
-                     f"{both(lambda r: cell(r, 'b64_s4096')):>24}{both(lambda r: ratio(r, True)):>30}"
-                     f"{both(lambda r: ratio(r, False)):>24}")
+    lines += ["", "  decode (static cache, fp32): step ms (fraction of the roofline speed); vs the baseline: time / bytes "
+              "(median over the grid), time / bytes / FLOPs at B 64, S 4,096"]
+    for name in names:
+        lines.append(f"  {name}: {'variant':<10}{'B 1, S 1,024':>15}{'B 64, S 4,096':>16}{'median':>13}"
+                     f"{'at B 64, S 4,096':>20}")
+        for variant in VARIANTS:
+            x = runs[name]["decode"][variant]
+            small, large = (f"{x[k]['ms']:.1f} ({x[k]['of_roofline']:.2f})" for k in ("b1_s1024", "b64_s4096"))
+            ratios = (f"{x['median_time_ratio']:.2f}/{x['median_bytes_ratio']:.2f}",
+                      f"{x['largest_time_ratio']:.2f}/{x['largest_bytes_ratio']:.2f}/{x['largest_flops_ratio']:.2f}"
+                      ) if "median_time_ratio" in x else ("-", "-")
+            lines.append(f"  {'':<{len(name) + 2}}{LABELS[variant]:<10}{small:>15}{large:>16}{ratios[0]:>13}"
+                         f"{ratios[1]:>20}")
     lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
         f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
     lines.append("  training: tokens/s, MFU against the measured fp32 GEMM peak, tokens/s vs baseline")
@@ -166,6 +183,11 @@ def report(results: dict) -> str:
             lines.append(f"    {preset:<10}{LABELS[variant]:<12}" + both(
                 lambda r, p=preset, v=variant: f"{r['train'][p][v]['tokens_per_s']:,.0f} tok/s, "
                                                f"MFU {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}×"))
+    gpus = results["gpu"]
+    lines.append("  GPU runs (scripts/gpu_check.sh): " + ("; ".join(
+        f"{g['gpu']}: GEMM {g['gemm_tflops']:.0f} TFLOP/s, copy {g['copy_GBps']:.0f} GB/s, ridge {g['ridge']:.0f}, "
+        f"B* at S = 256 {_b_star(g['b_star_256']['baseline'])} (baseline)" for g in gpus.values())
+        if gpus else "none committed yet; the H200 rows above use its datasheet ceilings"))
     fc = runs[names[0]]["flop_counter"]
     lines.append(f"  FlopCounterMode vs our counts: {fc['agree']} of {fc['rows']} (variant, backend) rows agree "
                  f"exactly; CPU fused SDPA counted: {fc['cpu_fused_sdpa_counted']}")
