@@ -242,16 +242,17 @@ def test_bench_what_rejects_bad_input_in_one_line():
     (("roofline", "--device", "cuda"), "error: bench decode|train|roofline runs on the CPU"),
     (("serve",), "error: argument what: invalid choice: 'serve'"),
 ])
-def test_the_command_line_refuses_bad_input_with_exit_2(args, message):
-    import subprocess
-    import sys
-    from pathlib import Path
+def test_the_command_line_refuses_bad_input_with_exit_2(args, message, capsys):
+    """In-process (`diffattn.cli.main`, what `python -m diffattn` calls): one `error:` line, exit code 2."""
+    from diffattn.cli import main
 
-    root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-m", "diffattn", "bench", *args], capture_output=True, text=True,
-                          cwd=root, env={"PYTHONPATH": str(root / "code")}, timeout=120)
-    assert done.returncode == 2 and done.stderr.startswith(message), done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    try:
+        code = main(["bench", *args])
+    except SystemExit as exit_:  # argparse's own errors exit from inside the parser
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(message), err
+    assert len(err.strip().splitlines()) == 1
 
 
 # ---------------------------------------------------------------------------------------------------- lesson 12
