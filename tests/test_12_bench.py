@@ -279,3 +279,25 @@ def test_the_lesson_reads_the_committed_runs_and_derives_the_rest():
         assert run["flop_counter"]["agree"] == run["flop_counter"]["rows"]  # the committed run's cross-check held
     text = lesson.report(results)
     assert text.startswith("Lesson 12") and "run1 / run2" in text
+
+
+def test_the_lesson_takes_gpu_ceilings_from_a_gpu_run_and_skips_cpu_rehearsals(tmp_path, monkeypatch):
+    import json
+
+    from diffattn import experiments
+    from diffattn.pure.roofline import crossover_batch
+
+    lesson = experiments.load("12")
+    for name, machine, peaks in [
+        ("h200-2026-12-03", {"gpu": "NVIDIA H200"}, {"measured_gemm_tflops": 790.0, "measured_copy_GBps": 4300.0}),
+        ("rehearsal-cpu", {"cpu": "AMD EPYC"}, {"measured_gemm_tflops": 0.1, "measured_copy_GBps": 30.0}),
+    ]:
+        (tmp_path / "outputs" / "gpu" / name).mkdir(parents=True)
+        (tmp_path / "outputs" / "gpu" / name / "gpu-check.json").write_text(json.dumps({"machine": machine,
+                                                                                       "peaks": peaks}))
+    monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
+    found = lesson.gpu_runs()
+    assert list(found) == ["h200-2026-12-03"]
+    gpu = found["h200-2026-12-03"]
+    assert gpu["ridge"] == pytest.approx(790e12 / 4300e9)
+    assert gpu["b_star_256"]["baseline"] == crossover_batch(lesson.LLAMA_8B, "baseline", 256, 790e12, 4300e9)
