@@ -57,7 +57,8 @@ def test_course_reports_only_on_the_lessons_it_ran(tmp_path):
 
 
 TORCH_COMMANDS = [
-    ("lesson", "05"), ("bench", "--quick"), ("gpu-check",), ("train", "--preset", "cpu-tiny", "--variant", "baseline"),
+    ("lesson", "05"), ("bench", "--quick"), ("bench", "roofline", "--quick"), ("gpu-check",),
+    ("train", "--preset", "cpu-tiny", "--variant", "baseline"),
     ("compare", "--preset", "cpu-tiny"), ("eval", "retrieval", "--ckpt", "/nonexistent"),
     ("eval", "suite", "--preset", "cpu-tiny"), ("study", "--summary-only"), ("models", "verify"),
 ]

@@ -21,7 +21,7 @@ LAYERS = {
     "data": ({"data"}, {"foundation"}),
     "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study"},
                  {"foundation", "pure", "config", "torch core", "model", "data"}),
-    "evaluation": ({"eval", "bench"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
+    "evaluation": ({"eval", "bench", "perf"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
     "lessons": ({"experiments", "lessontext"},
                 {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
     "grading": ({"grading"}, {"foundation"}),

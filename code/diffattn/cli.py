@@ -84,11 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     lessons = sub.add_parser("lessons", help="check or rewrite the numbers quoted in lessons/*.md and README.md")
     lessons.add_argument("action", choices=["check", "sync"])
 
-    bench = sub.add_parser("bench", help="time attention ops (and our V1 vs Hugging Face DiffLlama on CPU); needs torch")
-    bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
-    bench.add_argument("--quick", action="store_true", help="one shape, three timed iterations")
+    bench = sub.add_parser("bench", help="attention: time attention ops (our V1 vs HF DiffLlama on CPU); decode, train, "
+                           "roofline: this machine's ceilings and each variant against them (lesson 12); needs torch")
+    bench.add_argument("what", nargs="?", default="attention", choices=["attention", "decode", "train", "roofline"])
+    bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda (attention only)")
+    bench.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds)")
     bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
-    bench.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
+    bench.add_argument("--threads", type=int, default=None, help="torch threads for decode|train|roofline")
+    bench.add_argument("--no-figures", action="store_true", help="decode|train|roofline: skip the PNG figures")
+    bench.add_argument("--out", type=Path, default=None, help="attention: JSON file; others: folder (default "
+                       "outputs/bench/<what>-<cpu>-<threads>t-<date>/)")
 
     grade = sub.add_parser("grade", help="grade the exercises, each in its own child process; write results.json",
                            description="Grade every exercise (exercises/exNN_*.py) in its own child process and write "
@@ -324,6 +329,10 @@ def _require_torch(what: str):
 
 def cmd_bench(args: argparse.Namespace) -> int:
     torch = _require_torch("bench")
+    if args.what != "attention":
+        from diffattn.perf import suite
+
+        return suite.main(args)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")

@@ -150,9 +150,10 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
     return without_timings(results)
 
 
-def bare_loop_tokens_per_s(preset: str, variant: str, steps: int) -> float:
-    """Median tokens/s of the plainest loop on the same model and batches: batch, forward, loss, backward, AdamW."""
-    model_config, c = build_configs(preset, variant, steps=steps)
+def bare_loop_tokens_per_s(preset: str, variant: str, steps: int, **overrides: Any) -> float:
+    """Median tokens/s of the plainest loop on the same model and batches: batch, forward, loss, backward, AdamW
+    (`overrides` change the preset's training settings, e.g. batch_size, as `build_configs` takes them)."""
+    model_config, c = build_configs(preset, variant, steps=steps, **overrides)
     torch.manual_seed(c.seed)
     model = GPT(model_config).to(c.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=c.lr)

@@ -20,6 +20,7 @@ from typing import Any
 from diffattn.errors import require, require_positive
 from diffattn.names import ATTENTION, BACKENDS, TASKS, VARIANTS
 from diffattn.paths import checkpoints_dir
+from diffattn.pure import accounting
 from diffattn.pure.accounting import swiglu_width
 
 # SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
@@ -109,6 +110,15 @@ def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
         "diff_v1": replace(base, attention="diff_v1"),
         "diff_v2": replace(base, attention="diff_v2"),
     }
+
+
+def accounting_model(model: GPTConfig, variant: str) -> accounting.ModelConfig:
+    """Lesson 04's description of the baseline that `variant`'s model was built from (`matched_configs`): a
+    baseline_2h model has twice its baseline's heads; DIFF settings (λ_init, head scale) do not change any count."""
+    require(variant in VARIANTS, f"variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
+    heads = model.n_head // 2 if variant == "baseline_2h" else model.n_head
+    return accounting.ModelConfig(hidden=model.d_model, heads=heads, head_dim=model.head_dim, layers=model.n_layer,
+                                  kv_heads=model.n_kv_head, ffn=model.ffn_hidden, vocab=model.vocab_size)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from diffattn.errors import require
 from diffattn.model import GPT
-from diffattn.nn.cache import KVCache
+from diffattn.nn.cache import Cache
 
 
 def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = None,
@@ -48,10 +48,12 @@ def sample_next(logits: Tensor, temperature: float = 1.0, top_k: int | None = No
 
 @torch.no_grad()
 def generate(model: GPT, prompt: Tensor, max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
-             generator: torch.Generator | None = None, use_cache: bool = True) -> Tensor:
+             generator: torch.Generator | None = None, use_cache: bool = True, cache: str = "cat") -> Tensor:
     """Extend `prompt` (b, P) by `max_new_tokens` tokens → (b, P + max_new_tokens).
 
     With use_cache=False every step re-runs the whole sequence: the slow path, kept to show both give the same tokens.
+    `cache` picks the KV cache (`diffattn.nn.cache`): "cat" grows by torch.cat, "static" preallocates the positions
+    this call needs and writes each step in place (lesson 12 times decode on it).
     """
     require(max_new_tokens >= 0, f"max_new_tokens must be >= 0 (got {max_new_tokens})")
     require(prompt.dim() == 2 and prompt.shape[1] >= 1, f"prompt must be (batch, seq) with seq >= 1 (got {tuple(prompt.shape)})")
@@ -59,7 +61,7 @@ def generate(model: GPT, prompt: Tensor, max_new_tokens: int, *, temperature: fl
     require(fed <= model.config.max_seq_len,
             f"prompt + new tokens - 1 = {fed} positions exceeds max_seq_len {model.config.max_seq_len}")
     tokens = prompt
-    caches = model.new_caches() if use_cache else None
+    caches = model.new_caches(cache, capacity=max(fed, prompt.shape[1])) if use_cache else None
     step_input = prompt
     for _ in range(max_new_tokens):
         logits = model(step_input, caches) if use_cache else model(tokens)  # (b, n, V)
@@ -70,16 +72,17 @@ def generate(model: GPT, prompt: Tensor, max_new_tokens: int, *, temperature: fl
 
 
 @torch.no_grad()
-def incremental_logits(model: GPT, tokens: Tensor, prefill: int = 1) -> tuple[Tensor, list[KVCache]]:
+def incremental_logits(model: GPT, tokens: Tensor, prefill: int = 1, cache: str = "cat") -> tuple[Tensor, list[Cache]]:
     """Logits (b, N, V) for `tokens` (b, N) computed the decoding way: prefill the first `prefill` tokens in one call,
     then one token per call through the caches. Returns the logits and the filled caches (one per block)."""
     require(1 <= prefill <= tokens.shape[1], f"prefill must be in [1, {tokens.shape[1]}] (got {prefill})")
-    caches = model.new_caches()
+    caches = model.new_caches(cache, capacity=tokens.shape[1])
     steps = [model(tokens[:, :prefill], caches)]
     steps += [model(tokens[:, t:t + 1], caches) for t in range(prefill, tokens.shape[1])]
     return torch.cat(steps, dim=1), caches
 
 
-def cache_nbytes(caches: list[KVCache]) -> int:
-    """Bytes the caches' K and V tensors actually occupy (measured from the tensors, not computed from a config)."""
+def cache_nbytes(caches: list[Cache]) -> int:
+    """Bytes of the cached K and V (measured from the tensors, not computed from a config): a static cache counts its
+    filled positions, the bytes a decode step reads, not the capacity it reserved."""
     return sum(t.numel() * t.element_size() for cache in caches for t in (cache.k, cache.v) if t is not None)

@@ -38,7 +38,7 @@ from diffattn.nn.attention import (
     MultiheadAttention,
     state_dict_variant,
 )
-from diffattn.nn.cache import KVCache
+from diffattn.nn.cache import Cache, new_cache
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import rope_cos_sin
 
@@ -77,7 +77,7 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(config.d_model, eps=config.norm_eps)
         self.ffn = SwiGLU(config.d_model, config.ffn_hidden)
 
-    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], cache: KVCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor], cache: Cache | None = None) -> Tensor:
         x = x + self.attn(self.attn_norm(x), rope, cache)
         return x + self.ffn(self.ffn_norm(x))
 
@@ -97,11 +97,12 @@ class GPT(nn.Module):
         if config.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
 
-    def new_caches(self) -> list[KVCache]:
-        """One empty KV cache per block, for `forward(..., caches)` and `diffattn.generate`."""
-        return [KVCache() for _ in self.blocks]
+    def new_caches(self, kind: str = "cat", capacity: int | None = None) -> list[Cache]:
+        """One empty KV cache per block, for `forward(..., caches)` and `diffattn.generate`: "cat" grows by
+        torch.cat, "static" preallocates `capacity` positions (default max_seq_len) and writes them in place."""
+        return [new_cache(kind, capacity or self.config.max_seq_len) for _ in self.blocks]
 
-    def forward(self, tokens: Tensor, caches: Sequence[KVCache] | None = None) -> Tensor:
+    def forward(self, tokens: Tensor, caches: Sequence[Cache] | None = None) -> Tensor:
         """tokens (b, N) int64 → logits (b, N, vocab).
 
         With `caches`, `tokens` continue the sequence the caches hold: they sit at positions len(cache) … len+N−1,
@@ -118,7 +119,7 @@ class GPT(nn.Module):
             x = block(x, rope, None if caches is None else caches[i])
         return self.lm_head(self.norm(x))
 
-    def _check_input(self, tokens: Tensor, caches: Sequence[KVCache] | None) -> int:
+    def _check_input(self, tokens: Tensor, caches: Sequence[Cache] | None) -> int:
         """Bad input fails here with a one-line ConfigError instead of deep inside a kernel; returns the start position."""
         # every forward: plain comparisons, one reduction; a message is built only when a check fails
         if tokens.dim() != 2:

@@ -15,4 +15,5 @@ VARIANTS = ("baseline", "baseline_2h", "diff_v1", "diff_v2")
 EVALUATED = ATTENTION  # lessons 09-11 evaluate one trained model per attention kind
 TASKS = ("text", "needles", "mqar", "rebind")  # diffattn.data.make_task
 BACKENDS = ("auto", "flash_attn", "sdpa", "math")  # diffattn.nn.kernels.attention
+CACHES = ("cat", "static")  # diffattn.nn.cache: torch.cat per step, or a preallocated buffer written in place
 LABELS = {"baseline": "baseline", "baseline_2h": "2h heads", "diff_v1": "DIFF V1", "diff_v2": "DIFF V2"}

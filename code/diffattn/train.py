@@ -22,7 +22,6 @@ diffattn.runs.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
@@ -39,6 +38,7 @@ from torch.nn import functional as F
 from diffattn import checkpoint
 from diffattn.config import (
     GPTConfig,
+    accounting_model,
     TrainConfig,
     build_configs,
     default_out,
@@ -92,12 +92,7 @@ def make_optimizer(model: nn.Module, c: TrainConfig) -> tuple[torch.optim.AdamW,
 
 def training_flops_per_token(model: GPTConfig, variant: str, seq_len: int) -> int:
     """Forward + backward ≈ 3 × forward FLOPs per token (lesson 04's accounting; causal attention counts T/2 keys)."""
-    base = dataclasses.replace(model, attention="baseline", lambda_init=None, head_scale=None, subln_gain=1.0,
-                               n_head=model.n_head // 2 if variant == "baseline_2h" else model.n_head)
-    config = accounting.ModelConfig(hidden=base.d_model, heads=base.n_head, head_dim=base.head_dim,
-                                    layers=base.n_layer, kv_heads=base.n_kv_head, ffn=base.ffn_hidden,
-                                    vocab=base.vocab_size)
-    return 3 * accounting.forward_flops_per_token(config, variant, seq_len)["total"]
+    return 3 * accounting.forward_flops_per_token(accounting_model(model, variant), variant, seq_len)["total"]
 
 
 # ------------------------------------------------------------------------------------------------ distributed

@@ -4,7 +4,7 @@
     kernels.py      attention(q, k, v, causal, backend): flash-attn, PyTorch SDPA, or the math path
     rope.py         interleaved rotary embedding, as in the official code
     norm.py         RMSNorm
-    cache.py        KVCache for decoding
+    cache.py        KV caches for decoding: KVCache (torch.cat), StaticKVCache (preallocated, in place)
     attention.py    MultiheadAttention, DiffAttentionV1, DiffAttentionV2 (official parameter names)
 
 Layout everywhere except the pure mirrors: (batch, seq, heads, head_dim), the flash-attn / official-code layout.
@@ -13,7 +13,7 @@ The kernel entry point is `diffattn.nn.kernels.attention`; it is not re-exported
 """
 
 from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2, MultiheadAttention, state_dict_variant
-from diffattn.nn.cache import KVCache
+from diffattn.nn.cache import KVCache, StaticKVCache
 from diffattn.nn.kernels import available_backends, resolve_backend
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import apply_rope, rope_cos_sin
@@ -24,6 +24,7 @@ __all__ = [
     "KVCache",
     "MultiheadAttention",
     "RMSNorm",
+    "StaticKVCache",
     "apply_rope",
     "available_backends",
     "resolve_backend",

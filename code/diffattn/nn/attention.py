@@ -17,7 +17,8 @@ models/diffllama/modeling_diffllama.py):
     V2        num_heads = h_base output heads, built from 2·num_heads query heads of width d sharing h_kv KV heads.
 
 All three: forward(x, rope, cache=None) with x (b, N, d_model), rope = (cos, sin) for the positions of x (offset by
-len(cache) when decoding), and an optional KVCache that is read and appended. Layout inside: (b, N, heads, d).
+len(cache) when decoding), and an optional KV cache (`diffattn.nn.cache`: KVCache or StaticKVCache) that is read and
+appended. Layout inside: (b, N, heads, d).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import Tensor, nn
 from diffattn.errors import ConfigError, require, require_positive
 from diffattn.nn.functional import check_pairs_share_kv, headwise_norm, reparameterized_lambda
 from diffattn.nn.functional import lambda_init as depth_schedule  # the name `lambda_init` is a constructor argument here
-from diffattn.nn.cache import KVCache
+from diffattn.nn.cache import Cache
 from diffattn.nn.kernels import BACKENDS, attention, diff_v2_gqa_attention
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import apply_rope
@@ -70,7 +71,7 @@ class _Attention(nn.Module):
         return x.shape[0], x.shape[1]
 
     @staticmethod
-    def _cached(k: Tensor, v: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
+    def _cached(k: Tensor, v: Tensor, cache: Cache | None) -> tuple[Tensor, Tensor]:
         """Append the new keys/values to the cache and return all of them (or just these, with no cache)."""
         return (k, v) if cache is None else cache.update(k, v)
 
@@ -111,7 +112,7 @@ class MultiheadAttention(_Attention):
         self.v_proj = nn.Linear(embed_dim, num_kv_heads * head_dim, bias=False)
         self.out_proj = nn.Linear(num_heads * head_dim, embed_dim, bias=False)
 
-    def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, rope: Rope, cache: Cache | None = None) -> Tensor:
         b, n = self._check_input(x)
         q = apply_rope(self.q_proj(x).view(b, n, self.num_heads, self.head_dim), *rope)  # (b, N, h, d)
         k = apply_rope(self.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim), *rope)  # (b, N, h_kv, d)
@@ -189,7 +190,7 @@ class DiffAttentionV1(_Attention):
         """The layer's λ (0-dim, fp32): exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init."""
         return reparameterized_lambda(self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2, self.lambda_init)
 
-    def differential_heads(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
+    def differential_heads(self, x: Tensor, rope: Rope, cache: Cache | None = None) -> Tensor:
         """Every head's (A1 − λ·A2) V before the norm: (b, N, h, 2d)."""
         b, n = self._check_input(x)
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
@@ -204,7 +205,7 @@ class DiffAttentionV1(_Attention):
         attn2 = attention(q2, k2, v, causal=True, backend=self.backend)  # A2 V, the same V
         return attn1 - self.lambda_full().to(attn1.dtype) * attn2  # (A1 − λA2) V by linearity
 
-    def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, rope: Rope, cache: Cache | None = None) -> Tensor:
         attn = self.differential_heads(x, rope, cache)  # (b, N, h, 2d)
         attn = headwise_norm(attn, self.subln.weight, self.norm_lambda, self.subln.eps)  # per head, × (1 − λ_init)
         return self.out_proj(attn.flatten(2))  # (b, N, h·2d = embed_dim) -> (b, N, embed_dim)
@@ -247,7 +248,7 @@ class DiffAttentionV2(_Attention):
         self.o_proj = nn.Linear(num_heads * head_dim, d_model, bias=False)
         self.lambda_proj = nn.Linear(d_model, num_heads, bias=False)
 
-    def forward(self, x: Tensor, rope: Rope, cache: KVCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, rope: Rope, cache: Cache | None = None) -> Tensor:
         b, n = self._check_input(x)
         h, h_kv, d = self.num_heads, self.num_kv_heads, self.head_dim
         q = apply_rope(self.q_proj(x).view(b, n, 2 * h, d), *rope)  # (b, N, 2h, d)

@@ -1,0 +1,201 @@
+"""Lesson 12: the roofline. Where prefill, training and decode of baseline, DIFF V1 and DIFF V2 sit against a
+machine's ceilings, derived exactly and measured on this course's machine.
+
+  derived    Exact arithmetic (lesson 04's accounting, diffattn.pure.roofline, diffattn.perf.phases): arithmetic
+             intensity of prefill and decode, decode attention's FLOPs per byte per variant, and the crossover batch B*
+             of a Llama-3.1-8B-like GQA model on an H200 at its datasheet ceilings (989 TFLOP/s dense bf16, 4.8 TB/s;
+             NVIDIA's H200 SXM specifications, via ../shared/reference/perf-notes.md §1)
+  measured   the committed runs of `python -m diffattn bench roofline` (outputs/bench/<run>/roofline.json), read back,
+             never re-measured here: timings differ per machine and per run, so `make course` quotes the files that
+             ship, like lessons 09-11 evaluate the checkpoints that ship. B* on the measured CPU is computed from the
+             run's own ceilings.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from diffattn.names import LABELS, VARIANTS
+from diffattn.paths import outputs_dir
+from diffattn.pure import accounting
+from diffattn.pure.accounting import KERNEL_ROWS, ModelConfig
+from diffattn.pure.roofline import crossover_batch, ridge_point
+from diffattn.perf.phases import phase_counts
+
+TITLE = "The roofline: throughput, MFU and decode against this machine's ceilings"
+# Two full runs on the shared 2-core course machine, one after the other (the lesson quotes both: run-to-run spread)
+RUNS = {"run1": "roofline-amd-epyc-1t-2026-12-02-run1", "run2": "roofline-amd-epyc-1t-2026-12-02-run2"}
+LLAMA_8B = ModelConfig(hidden=4096, heads=32, head_dim=128, layers=32, kv_heads=8, ffn=14336, vocab=128256)
+H200 = {"peak": 989e12, "bandwidth": 4.8e12}  # dense bf16 FLOP/s, HBM3e B/s (datasheet)
+CONTEXTS = (256, 1024, 4096, 32768)
+PHASE_CONTEXT = 4096  # prefill vs decode intensity, batch 1
+POINTS = {"b1_s1024": (1, 1024), "b64_s4096": (64, 4096)}  # decode points the lesson quotes
+
+
+def run_path(name: str) -> Path:
+    return outputs_dir() / "bench" / RUNS[name] / "roofline.json"
+
+
+def derived() -> dict:
+    """Exact: intensities and crossover batches of the Llama-like shape, on the H200 (bf16) and per variant."""
+    rows = {}
+    for row, (variant, kernel) in KERNEL_ROWS.items():
+        per_context = {}
+        for context in CONTEXTS:
+            b_star = crossover_batch(LLAMA_8B, variant, context, H200["peak"], H200["bandwidth"], 2, kernel)
+            per_context[str(context)] = None if b_star is None else b_star
+        rows[row] = {
+            "decode_attention_flops_per_byte": accounting.decode_flops_per_byte(variant, LLAMA_8B.heads,
+                                                                                LLAMA_8B.head_dim, LLAMA_8B.kv_heads,
+                                                                                2, kernel),
+            "b_star_h200": per_context,
+            **{f"{phase}_intensity": phase_counts(LLAMA_8B, variant, phase, 1, PHASE_CONTEXT, 2, kernel,
+                                                  tied_embeddings=False)["intensity"]
+               for phase in ("prefill", "decode")},
+        }
+    return {"model": vars(LLAMA_8B), "h200_ridge": ridge_point(H200["peak"], H200["bandwidth"]), "rows": rows}
+
+
+def measured(info: dict) -> dict:
+    """What one committed run says: its machine and load, ceilings, B* at its ceilings, decode, prefill, training."""
+    roof, machine = info["roofline"], info["machine"]
+    peak, bandwidth = roof["peak_GFLOPs"] * 1e9, roof["bandwidth_GBps"] * 1e9
+    gemm = {row["dtype"]: row["gflops"]["median"] for row in info["ceilings"]["gemm"]}
+    stream = info["ceilings"]["stream"]
+    b_star = {row: {str(s): crossover_batch(LLAMA_8B, variant, s, peak, bandwidth, 4, kernel) for s in CONTEXTS}
+              for row, (variant, kernel) in KERNEL_ROWS.items() if row in ("baseline", "diff_v2")}
+    decode = {}
+    for variant in VARIANTS:
+        mine = {(r["batch"], r["context"]): r for r in info["decode"] if r["variant"] == variant and "ms" in r}
+        ratios = [r for r in info["decode_ratios"] if r["variant"] == variant]
+        decode[variant] = {key: {"ms": mine[point]["ms"], "achieved_GBps": mine[point]["achieved_GBps"],
+                                 "of_roofline": mine[point]["of_roofline"]} for key, point in POINTS.items()}
+        if ratios:
+            decode[variant] |= {"median_time_ratio": statistics.median(r["time_ratio"] for r in ratios),
+                                "median_bytes_ratio": statistics.median(r["bytes_ratio"] for r in ratios),
+                                "largest_time_ratio": next(r["time_ratio"] for r in ratios
+                                                           if (r["batch"], r["context"]) == POINTS["b64_s4096"]),
+                                "largest_bytes_ratio": next(r["bytes_ratio"] for r in ratios
+                                                            if (r["batch"], r["context"]) == POINTS["b64_s4096"]),
+                                "largest_flops_ratio": next(r["flops_ratio"] for r in ratios
+                                                            if (r["batch"], r["context"]) == POINTS["b64_s4096"])}
+        decode[variant]["best_of_roofline"] = max(r["of_roofline"] for r in mine.values())
+    train = {}
+    for preset in sorted({r["preset"] for r in info["train"]}):
+        rows = {r["variant"]: r for r in info["train"] if r["preset"] == preset}
+        train[preset] = {v: {"tokens_per_s": r["tokens_per_s"], "mfu": r["mfu_measured_peak"],
+                             "vs_baseline": r["tokens_per_s"] / rows["baseline"]["tokens_per_s"]}
+                         for v, r in rows.items()}
+    counter = info["flop_counter"]
+    loads = [x[0] for x in info["load_average"].values() if x]
+    return {
+        "machine": {**{k: machine[k] for k in ("cpu", "cores", "kernel_path", "threads", "torch", "blas", "date")},
+                    "load_min": min(loads), "load_max": max(loads)},
+        "gemm_gflops": gemm, "copy_GBps": stream["copy"]["median"], "triad_GBps": stream["triad"]["median"],
+        "stream_array_MiB": stream["array_bytes"] / 2**20, "ridge": roof["ridge_flops_per_byte"],
+        "b_star_fp32": b_star, "decode": decode,
+        "prefill_gflops": {r["variant"]: r["achieved_GFLOPs"] for r in info["prefill"]},
+        "train": train,
+        "flop_counter": {"rows": len(counter["rows"]),
+                         "agree": sum(r["counted"] == r["expected"] for r in counter["rows"]),
+                         "cpu_fused_sdpa_counted": counter["cpu_fused_sdpa_counted"]},
+    }
+
+
+def gpu_runs() -> dict:
+    """The GPU half: every committed scripts/gpu_check.sh summary (outputs/gpu/<gpu>-<date>/gpu-check.json) from a
+    machine with a GPU, its measured bf16 GEMM and copy ceilings, ridge, and the Llama-like B* at those ceilings.
+    CPU rehearsals of the script name no GPU and are skipped; none is committed from a GPU yet."""
+    found = {}
+    for path in sorted((outputs_dir() / "gpu").glob("*/gpu-check.json")):
+        summary = json.loads(path.read_text())
+        peaks, gpu = summary.get("peaks", {}), summary.get("machine", {}).get("gpu")
+        if not gpu or not peaks.get("measured_gemm_tflops") or not peaks.get("measured_copy_GBps"):
+            continue
+        peak, bandwidth = peaks["measured_gemm_tflops"] * 1e12, peaks["measured_copy_GBps"] * 1e9
+        found[path.parent.name] = {"gpu": gpu, "gemm_tflops": peaks["measured_gemm_tflops"],
+                                   "copy_GBps": peaks["measured_copy_GBps"], "ridge": peak / bandwidth,
+                                   "b_star_256": {row: crossover_batch(LLAMA_8B, variant, 256, peak, bandwidth, 2, kernel)
+                                                  for row, (variant, kernel) in KERNEL_ROWS.items()}}
+    return found
+
+
+def run(progress: bool = True) -> dict:
+    runs = {name: measured(json.loads(run_path(name).read_text())) for name in RUNS}
+    return {"derived": derived(), "runs": runs, "run_names": dict(RUNS), "gpu": gpu_runs()}
+
+
+def _b_star(value: float | None) -> str:
+    return "none" if value is None else f"{value:,.0f}"
+
+
+def report(results: dict) -> str:
+    d, runs = results["derived"], results["runs"]
+    names = list(runs)
+    both = lambda f: " / ".join(f(runs[n]) for n in names)  # noqa: E731  run1 / run2
+    m = runs[names[0]]["machine"]
+    lines = [f"Lesson 12 · {TITLE}", "",
+             "Derived (exact): Llama-3.1-8B-like GQA model (D 4096, 32 heads × 128, 8 KV heads, 32 layers, FFN 14336, "
+             "vocab 128256), bf16",
+             f"  H200 datasheet: 989 TFLOP/s / 4.8 TB/s = ridge {d['h200_ridge']:.1f} FLOP/B",
+             f"  {'row':<14}{'decode attn':>12}{'prefill':>9}{'decode':>8}   B* on the H200 at S = "
+             + ", ".join(f"{s:,}" for s in CONTEXTS),
+             f"  {'':<14}{'FLOP/B':>12}{'FLOP/B':>9}{'FLOP/B':>8}   (prefill, decode: batch 1, S = {PHASE_CONTEXT:,})"]
+    for row, r in d["rows"].items():
+        lines.append(f"  {accounting.LABELS[row]:<14}{r['decode_attention_flops_per_byte']:>12.2f}"
+                     f"{r['prefill_intensity']:>9.0f}{r['decode_intensity']:>8.2f}   "
+                     + ", ".join(_b_star(r["b_star_h200"][str(s)]) for s in CONTEXTS))
+    lines += ["", f"Measured ({' / '.join(names)}): {m['cpu']} ({m['kernel_path']}), {m['cores']} cores, "
+              f"{m['threads']} torch thread, torch {m['torch']}, BLAS {m['blas']}, {m['date']}",
+              "  load average (1 min) during the runs: " + both(lambda r: f"{r['machine']['load_min']:.1f}–"
+                                                              f"{r['machine']['load_max']:.1f}"),
+              "  GEMM GFLOP/s: " + ", ".join(f"{dtype} " + both(lambda r, t=dtype: f"{r['gemm_gflops'][t]:.1f}")
+                                             for dtype in runs[names[0]]["gemm_gflops"]),
+              f"  STREAM ({runs[names[0]]['stream_array_MiB']:.0f} MiB arrays): copy "
+              + both(lambda r: f"{r['copy_GBps']:.1f}") + " GB/s, triad " + both(lambda r: f"{r['triad_GBps']:.1f}")
+              + " GB/s",
+              "  ridge (fp32 GEMM / copy): " + both(lambda r: f"{r['ridge']:.1f}") + " FLOP/B",
+              "  B* of the Llama-like model on this CPU (fp32, the run's ceilings), S = "
+              + ", ".join(f"{s:,}" for s in CONTEXTS) + ":"]
+    for row in ("baseline", "diff_v2"):
+        lines.append(f"    {accounting.LABELS[row]:<10}" + both(
+            lambda r, w=row: ", ".join(_b_star(r["b_star_fp32"][w][str(s)]) for s in CONTEXTS)))
+    lines += ["", "  decode (static cache, fp32): step ms (fraction of the roofline speed); vs the baseline: time / bytes "
+              "(median over the grid), time / bytes / FLOPs at B 64, S 4,096"]
+    for name in names:
+        lines.append(f"  {name}: {'variant':<10}{'B 1, S 1,024':>15}{'B 64, S 4,096':>16}{'median':>13}"
+                     f"{'at B 64, S 4,096':>20}")
+        for variant in VARIANTS:
+            x = runs[name]["decode"][variant]
+            small, large = (f"{x[k]['ms']:.1f} ({x[k]['of_roofline']:.2f})" for k in ("b1_s1024", "b64_s4096"))
+            ratios = (f"{x['median_time_ratio']:.2f}/{x['median_bytes_ratio']:.2f}",
+                      f"{x['largest_time_ratio']:.2f}/{x['largest_bytes_ratio']:.2f}/{x['largest_flops_ratio']:.2f}"
+                      ) if "median_time_ratio" in x else ("-", "-")
+            lines.append(f"  {'':<{len(name) + 2}}{LABELS[variant]:<10}{small:>15}{large:>16}{ratios[0]:>13}"
+                         f"{ratios[1]:>20}")
+    lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
+        f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
+    lines.append("  training: tokens/s, MFU against the measured fp32 GEMM peak, tokens/s vs baseline")
+    for preset in runs[names[0]]["train"]:
+        for variant in VARIANTS:
+            lines.append(f"    {preset:<10}{LABELS[variant]:<12}" + both(
+                lambda r, p=preset, v=variant: f"{r['train'][p][v]['tokens_per_s']:,.0f} tok/s, "
+                                               f"MFU {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}×"))
+    gpus = results["gpu"]
+    lines.append("  GPU runs (scripts/gpu_check.sh): " + ("; ".join(
+        f"{g['gpu']}: GEMM {g['gemm_tflops']:.0f} TFLOP/s, copy {g['copy_GBps']:.0f} GB/s, ridge {g['ridge']:.0f}, "
+        f"B* at S = 256 {_b_star(g['b_star_256']['baseline'])} (baseline)" for g in gpus.values())
+        if gpus else "none committed yet; the H200 rows above use its datasheet ceilings"))
+    fc = runs[names[0]]["flop_counter"]
+    lines.append(f"  FlopCounterMode vs our counts: {fc['agree']} of {fc['rows']} (variant, backend) rows agree "
+                 f"exactly; CPU fused SDPA counted: {fc['cpu_fused_sdpa_counted']}")
+    return "\n".join(lines)
+
+
+def figures(results: dict, outdir: Path) -> list[Path]:
+    from diffattn.perf import plots
+
+    info = json.loads(run_path(next(iter(RUNS))).read_text())
+    return [plots.roofline(info, outdir / "12-roofline.png"), plots.decode_latency(info, outdir / "12-decode.png")]

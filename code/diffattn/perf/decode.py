@@ -1,0 +1,192 @@
+"""Decode and prefill of the real models, timed against the roofline (lesson 12).
+
+A decode step feeds one token per sequence through the model with B sequences of S cached tokens each, on the
+preallocated cache (`diffattn.nn.cache.StaticKVCache`): a torch.cat cache would copy the whole cache every token and
+time the allocator. The cache is filled with random keys and values instead of a prefill (S·B tokens of prefill would
+cost more than the whole benchmark), and each timed step writes position S and is rewound, so every step sees S keys.
+
+    achieved bandwidth = bytes / step time      bytes: every matmul weight once + the KV reads of the kernel path
+    roofline step time = max(FLOPs / peak, bytes / bandwidth)   with this run's measured ceilings
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+from diffattn.bench import kernel_that_runs
+from diffattn.config import GPTConfig, accounting_model, matched_configs
+from diffattn.errors import one_line, require
+from diffattn.model import GPT
+from diffattn.names import VARIANTS
+from diffattn.nn.cache import StaticKVCache
+from diffattn.perf.counts import v1_kernel_path
+from diffattn.perf.phases import model_phase_counts
+from diffattn.pure.accounting import kernel_calls
+
+# Llama-like proportions, small enough for a 2-core CPU: GQA group 4, weights (about 48 MB in fp32) larger than the
+# course machine's 32 MiB L3, so even a batch-1 step streams them from memory.
+DECODE_MODEL = GPTConfig(vocab_size=256, n_layer=4, d_model=512, n_head=8, n_kv_head=2, max_seq_len=4097)
+BATCHES = (1, 4, 16, 64)
+CONTEXTS = (256, 1024, 4096)
+
+
+def _filled_caches(model: GPT, batch: int, capacity: int, generator: torch.Generator) -> list[StaticKVCache]:
+    """Static caches of `capacity` positions with the variant's layout, filled with random K/V, length 0."""
+    caches = model.new_caches("static", capacity)
+    probe = torch.zeros(batch, 1, dtype=torch.long, device=model.lm_head.weight.device)
+    with torch.no_grad():
+        model(probe, caches)  # one token allocates each buffer in the layer's own layout
+    for cache in caches:
+        for buffer in (cache.k_buffer, cache.v_buffer):
+            buffer.copy_(torch.rand(buffer.shape, generator=generator).mul_(2).sub_(1))
+        cache.length = 0
+    return caches
+
+
+def _step(model: GPT, caches: list[StaticKVCache], token: torch.Tensor, context: int) -> Callable[[], None]:
+    def step() -> None:
+        for cache in caches:
+            cache.length = context  # rewind: every timed step sees `context` cached keys
+        with torch.no_grad():
+            model(token, caches)
+    return step
+
+
+def round_robin(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
+    that a shared machine's load drift hits every variant alike instead of whichever ran last."""
+    for step in steps.values():
+        step()
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            started = time.perf_counter()
+            step()
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
+                  ceilings: tuple[float, float], repeats: int = 5,
+                  advance: Callable[[], None] = lambda: None) -> list[dict]:
+    """One row per (variant, batch, context): median step time, achieved GB/s and GFLOP/s, the roofline time.
+
+    At each (batch, context) the variants are timed in turn (`round_robin`), their caches side by side in memory.
+    `ceilings` = (peak FLOP/s, bandwidth B/s) of this run. A variant whose cache does not fit in memory gets a row
+    with its error at that batch, and the grid goes on.
+    """
+    require(all(b >= 1 for b in batches) and all(s >= 1 for s in contexts), "batches and contexts must be >= 1")
+    peak, bandwidth = ceilings
+    kernel = v1_kernel_path(torch.device("cpu"))
+    capacity = max(contexts) + 1
+    base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, capacity))
+    models = {}
+    for variant in variants:
+        torch.manual_seed(0)
+        models[variant] = GPT(matched_configs(base)[variant]).eval()
+    rows = []
+    for batch in batches:
+        generator = torch.Generator().manual_seed(batch)
+        token = torch.randint(0, base.vocab_size, (batch, 1), generator=generator)
+        caches = {}
+        for variant, model in models.items():
+            try:
+                caches[variant] = _filled_caches(model, batch, capacity, generator)
+            except (RuntimeError, MemoryError) as exc:  # out of memory: say so, keep the grid going
+                rows += [{"variant": variant, "batch": batch, "context": s, "error": one_line(exc)} for s in contexts]
+        for context in contexts:
+            seconds = round_robin({v: _step(models[v], c, token, context) for v, c in caches.items()}, repeats)
+            for variant, taken in seconds.items():
+                config = models[variant].config
+                counted = model_phase_counts(config, variant, "decode", batch, context,
+                                             models[variant].lm_head.weight.element_size(), kernel)
+                rows.append(point(variant, "decode", batch, context, counted, taken, peak, bandwidth)
+                            | {"v1_kernel": kernel if variant == "diff_v1" else None,
+                               "kernel": decode_kernel(config, variant, batch, kernel)})
+            for _ in variants:
+                advance()
+        del caches
+    order = {v: i for i, v in enumerate(variants)}
+    return sorted(rows, key=lambda r: (order[r["variant"]], r["batch"], r["context"]))
+
+
+def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str) -> str:
+    """The SDPA kernel a one-query step runs for `variant`'s first attention call (its heads, widths and GQA
+    group; V1's 2d-wide value as the call receives it), as `diffattn.bench.kernel_that_runs` names it."""
+    call = kernel_calls(variant, *_geometry(model, variant), v1_kernel)[0]
+    width = model.head_dim
+    value = 2 * width if variant == "diff_v1" else width  # V1's call receives the whole 2d value, split or not
+    q = torch.zeros(batch, 1, call.query_heads, width)
+    k = torch.zeros(batch, 8, call.kv_heads, width)
+    return kernel_that_runs(q, k, torch.zeros(batch, 8, call.kv_heads, value))
+
+
+def _geometry(model: GPTConfig, variant: str) -> tuple[int, int, int]:
+    config = accounting_model(model, variant)
+    return config.heads, config.head_dim, config.kv_heads
+
+
+def prefill_points(base: GPTConfig, variants: tuple[str, ...], batch: int, context: int,
+                   ceilings: tuple[float, float], repeats: int = 3,
+                   advance: Callable[[], None] = lambda: None) -> list[dict]:
+    """A forward pass of `batch` × `context` tokens per variant (no cache), timed in turn: prefill on the roofline."""
+    peak, bandwidth = ceilings
+    base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, context))
+    tokens = torch.randint(0, base.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0))
+    kernel = v1_kernel_path(torch.device("cpu"))
+    models = {}
+    for variant in variants:
+        torch.manual_seed(0)
+        models[variant] = GPT(matched_configs(base)[variant]).eval()
+
+    def forward(model: GPT) -> Callable[[], None]:
+        def call() -> None:
+            with torch.no_grad():
+                model(tokens)
+        return call
+
+    seconds = round_robin({v: forward(m) for v, m in models.items()}, repeats)
+    rows = []
+    for variant, model in models.items():
+        counted = model_phase_counts(model.config, variant, "prefill", batch, context,
+                                     model.lm_head.weight.element_size(), kernel)
+        rows.append(point(variant, "prefill", batch, context, counted, seconds[variant], peak, bandwidth))
+        advance()
+    return rows
+
+
+def point(variant: str, phase: str, batch: int, context: int, counted: dict, seconds: float, peak: float,
+          bandwidth: float) -> dict:
+    """A measured point beside its roofline: `counted` from `phase_counts`, `seconds` per call, the ceilings in
+    FLOP/s and B/s. of_roofline = roofline time / measured time (1 = at the roofline)."""
+    ideal = max(counted["flops"] / peak, counted["bytes"] / bandwidth)
+    return {"variant": variant, "phase": phase, "batch": batch, "context": context, "flops": counted["flops"],
+            "bytes": counted["bytes"], "intensity": counted["intensity"], "ms": seconds * 1e3,
+            "achieved_GBps": counted["bytes"] / seconds / 1e9, "achieved_GFLOPs": counted["flops"] / seconds / 1e9,
+            "roofline_ms": ideal * 1e3, "of_roofline": ideal / seconds,
+            "bound": "compute" if counted["flops"] / peak >= counted["bytes"] / bandwidth else "memory"}
+
+
+def ratios_to_baseline(rows: list[dict]) -> list[dict]:
+    """Each decode point's step time and bytes relative to the baseline's at the same batch and context: the
+    measured ratio beside the one the byte count predicts (what a bandwidth-bound step should show)."""
+    base = {(r["batch"], r["context"]): r for r in rows if r["variant"] == "baseline" and "ms" in r}
+    out = []
+    for r in rows:
+        ref = base.get((r["batch"], r["context"]))
+        if ref is None or "ms" not in r or r["variant"] == "baseline":
+            continue
+        out.append({"variant": r["variant"], "batch": r["batch"], "context": r["context"],
+                    "time_ratio": r["ms"] / ref["ms"], "bytes_ratio": r["bytes"] / ref["bytes"],
+                    "flops_ratio": r["flops"] / ref["flops"]})
+    return out
+
+
+def median_ratio(ratios: list[dict], variant: str, key: str = "time_ratio") -> float | None:
+    values = [r[key] for r in ratios if r["variant"] == variant]
+    return statistics.median(values) if values else None
