@@ -25,9 +25,10 @@ LAYERS = {
     "lessons": ({"experiments", "lessontext"},
                 {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
     "grading": ({"grading"}, {"foundation"}),
+    "planning": ({"plan"}, {"foundation", "pure", "config"}),
     "entry points": ({"cli", "train_options", "__main__", "scaffold", "gpu_run"},
                      {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation",
-                      "lessons", "grading"}),
+                      "lessons", "grading", "planning"}),
 }
 
 

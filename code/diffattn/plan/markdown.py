@@ -26,14 +26,14 @@ VERDICTS = {
 }
 
 
-def _rule(rule: dict) -> str:
+def rule_line(rule: dict) -> str:
     tag = "*Hypothesis:* " if rule["hypothesis"] else ""
     cited = ", ".join(key for key in rule["evidence"] if key != "hypothesis")
     return f"- {tag}{rule['text']}" + (f" [{cited}]" if cited else "")
 
 
 def _rules(plan: dict, key: str) -> list[str]:
-    return [_rule(r) for r in plan[key]] or ["- none"]
+    return [rule_line(r) for r in plan[key]] or ["- none"]
 
 
 def architecture_line(plan: dict) -> str:

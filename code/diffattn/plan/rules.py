@@ -71,6 +71,8 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
         return "adopt", [
             Rule("differential attention was built for this profile: the paper's matched 3B models hallucinate less "
                  "in summarisation and QA and retrieve multiple needles better", ("paper_t4", "paper_t2", "paper_f5")),
+            Rule("the same models have far smaller attention-logit outliers and keep their accuracy with attention "
+                 "logits quantized to 6 bits, which matters if the model will be served quantized", ("paper_t5",)),
             Rule("before pretraining the switch discards no trained weights; converting a trained model later has "
                  "no published evidence of paying", ("convert_axolotl", "unilm_1663")),
         ]

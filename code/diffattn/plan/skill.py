@@ -18,7 +18,7 @@ from diffattn.errors import ConfigError, require
 from diffattn.names import LABELS
 from diffattn.plan import evidence, hfconfig, rules
 from diffattn.plan.assemble import make_plan
-from diffattn.plan.markdown import SECTIONS, VERDICTS, layer_rows
+from diffattn.plan.markdown import SECTIONS, VERDICTS, layer_rows, rule_line
 
 NAME = "diff-attention-integrator"
 DESCRIPTION = ("Plans adding differential attention (DIFF Transformer V1 or V2) to a decoder language model from its "
@@ -38,7 +38,7 @@ EXAMPLES = (
 )
 # Inputs that must be refused, each with the message the planner gives (computed when the file is written)
 REJECTS = (
-    ("heads × head_dim ≠ hidden, head_dim absent", {"hidden_size": 4000, "num_attention_heads": 32}),
+    ("heads × head_dim ≠ hidden, head_dim absent", {"hidden_size": 4100}),
     ("KV heads not dividing heads", {"num_key_value_heads": 5}),
     ("a missing field", {"intermediate_size": None}),
     ("an unknown model_type without the fields", {"model_type": "gpt2", "hidden_size": None, "n_embd": 768}),
@@ -148,7 +148,8 @@ def _example(title: str, preset: str, context: int, hallucination: str, budget: 
     decode = next(r for r in plan["throughput"] if r["evidence"][0] == "roofline" and "ridge" in r["text"])
     return [f"### {title}", "", f"`{command}`", "",
             f"Verdict: {VERDICTS[rec['verdict']].format(variant=LABELS[rec['variant']])}.", "", *layer_rows(plan), "",
-            f"Decode: {decode['text']}.", "", *(f"- {r['text']}" for r in plan["caveats"]), ""]
+            f"Decode: {decode['text']} [{', '.join(decode['evidence'])}].", "",
+            *([*map(rule_line, plan["caveats"]), ""] if plan["caveats"] else [])]
 
 
 def skill_text() -> str:
