@@ -356,3 +356,35 @@ assert not blocked, blocked
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "p.md").read_text().startswith("# Plan: differential attention for gemma-3-12b")
+
+
+# ------------------------------------------------------------------------------------------------ the evaluation plan
+
+
+@pytest.mark.parametrize("preset", ["llama-3.1-8b", "qwen3-4b"])
+def test_the_evaluation_plan_names_real_commands(preset):
+    """Every command the plan lists parses with the course's own parser; the accounting line recomputes the rows
+    where lesson 04 accepts the shape and is said to refuse it where it does not."""
+    import shlex
+
+    plan = make_plan(hfconfig.from_preset(preset), 4096, "high", 10**12, "pretrain", measured={})
+    parser = cli.build_parser()
+    for item in plan["evaluation"]:
+        argv = shlex.split(item["command"])
+        assert argv[:3] == ["python", "-m", "diffattn"]
+        parser.parse_args(argv[3:])
+    accounting_line = shlex.split(plan["evaluation"][0]["command"])[3:]
+    code, _, err = run_cli(*accounting_line, "--json")
+    assert (code == 0) == ("refuses" not in plan["evaluation"][0]["checks"]), err
+
+
+def test_a_course_preset_plans_like_its_model():
+    arch = hfconfig.from_preset("cpu-small")
+    from diffattn.config import PRESETS
+
+    m = PRESETS["cpu-small"].model
+    assert (arch.hidden, arch.heads, arch.kv_heads, arch.head_dim, arch.layers, arch.ffn, arch.max_positions) == \
+           (m.d_model, m.n_head, m.n_kv_head, m.head_dim, m.n_layer, m.ffn_hidden, m.max_seq_len)
+    code, out, err = run_cli(*plan_args(["--preset", "cpu-small"], m.max_seq_len))
+    assert code == 0 and "| DIFF V1 |" in out, err
+    _one_line_error(*run_cli(*plan_args(["--preset", "cpu-small"], m.max_seq_len + 1)), "exceeds max_position_embeddings")

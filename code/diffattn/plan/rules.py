@@ -57,7 +57,8 @@ def choose_variant(layers: dict) -> tuple[str, list[Rule]]:
                             "the paper reports is V1's, and it reads its value cache twice per decoded token",
                             ("paper_eq2", "paper_t2", "accounting")))
     else:
-        reasons.append(Rule(f"DIFF V1 cannot be built on this layout: {v1['why_not']}", ("accounting",)))
+        reasons.append(Rule("DIFF V1 cannot be built on this layout (its official module derives d = hidden / h and "
+                            f"halves both head counts): {v1['why_not']}", ("paper_eq2", "accounting")))
     return "diff_v2", reasons
 
 
@@ -83,9 +84,10 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
                  ("convert_axolotl", "warm_start_v2", "unilm_1663")),
         ]
     return "experiment", [
-        Rule("a fine-tune cannot be expected to install DIFF's benefit: DiffLoRA trails other PEFT methods on most tasks "
-             "and no conversion publishes quality results", ("convert_difflora", "convert_axolotl")),
-        Rule("'a LoRA on the Q projection approximates DIFF' is a claim without evidence", ("seed_lora_q",)),
+        Rule("a fine-tune cannot be expected to install DIFF's benefit: DiffLoRA trails other PEFT methods on most tasks, "
+             "and the plain converters (axolotl's) publish no quality results", ("convert_difflora", "convert_axolotl")),
+        Rule("seed 002's 'a LoRA on the Q projection approximates DIFF' is untested: treat a LoRA-only DIFF as an "
+             "experiment", ("seed_lora_q",)),
     ]
 
 
