@@ -65,7 +65,7 @@ def make_plan(arch: Architecture, context: int, hallucination: str, budget_token
     sources = {**evidence.EVIDENCE, **measured_sources(measured)}
     sections = {
         "why": because + why,
-        "not_adopting": rules.not_adopting(arch, context, hallucination, mode, layers, decode),
+        "not_adopting": rules.not_adopting(context, mode, layers, decode),
         "caveats": rules.caveats(arch, context, budget_tokens, mode),
         "lambda": rules.lambda_settings(layers),
         "throughput": rules.throughput(decode, measured),

@@ -83,7 +83,8 @@ def _rope(raw: dict) -> dict:
     older rope_theta / rope_scaling pair. Scaling counts only when its type is not 'default'."""
     params = raw.get("rope_parameters")
     if isinstance(params, dict):
-        params = params.get(FULL, params) if isinstance(params.get(FULL), dict) else params
+        if isinstance(params.get(FULL), dict):  # keyed by layer type (Gemma 3): the global layers' RoPE
+            params = params[FULL]
         kind = params.get("rope_type", "default")
         scaling = {k: v for k, v in params.items() if k != "rope_theta"} if kind != "default" else None
         return {"theta": params.get("rope_theta"), "scaling": scaling}

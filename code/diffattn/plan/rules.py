@@ -91,8 +91,7 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
     ]
 
 
-def not_adopting(arch: Architecture, context: int, hallucination: str, mode: str, layers: dict,
-                 decode: dict) -> list[Rule]:
+def not_adopting(context: int, mode: str, layers: dict, decode: dict) -> list[Rule]:
     """When not to adopt DIFF for this model, each with its evidence."""
     excess = layers["variants"]["diff_v2"]["delta"]["baseline"]["forward_flops_ratio"] - 1
     rules = [
