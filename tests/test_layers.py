@@ -19,7 +19,7 @@ LAYERS = {
     "torch core": ({"cpu", "nn"}, {"foundation", "pure"}),
     "model": ({"model", "generate"}, {"foundation", "pure", "config", "torch core"}),
     "data": ({"data"}, {"foundation"}),
-    "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study"},
+    "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study", "warmstart"},
                  {"foundation", "pure", "config", "torch core", "model", "data"}),
     "evaluation": ({"eval", "bench"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
     "lessons": ({"experiments", "lessontext"},
