@@ -9,15 +9,16 @@ baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim
                low-floor task whose distractor is an earlier binding of the asked key: the in-context noise DIFF
                claims to cancel
     pretrain   the baseline on the `cpu-recall` preset (cpu-tiny's shape: 2 layers, d_model 64, 4 heads, 2 KV
-               heads; batch 32 × 64 tokens), PRETRAIN_STEPS steps (half the preset's 2,000, to fit the study in
-               about 15 minutes of 2 shared cores), seeds 0, 1, 2
-    continue   CONTINUE_STEPS more steps from each pretrained baseline, the same data order for every arm of a seed
-               (a generator no pretraining seed uses), AdamW with a fresh warmup-cosine schedule to CONTINUE_LR:
+               heads; batch 32 × 64 tokens), Design.pretrain_steps = 600 steps (under a third of the preset's 2,000, to fit the
+               study in about 15 minutes of 2 shared cores), seeds 0, 1, 2
+    continue   Design.continue_steps = 200 more steps from each pretrained baseline, the same data order for every arm of a seed
+               (a generator no pretraining seed uses), AdamW with a fresh warmup-cosine schedule
+               (20 warmup steps) to a peak of 1e-3:
                  baseline   the baseline itself, trained on
                  diff_v2    convert → V2 (logits equal at step 0), every parameter trained
                  diff_v1    convert → V1 (approximate, diffattn.warmstart.convert), every parameter trained
                  lora       convert → V2, then only a rank-LORA_RANK second-query update and W_λ train
-    metrics    at step 0 and every EVAL_EVERY steps: answer loss, exact-match accuracy on the validation queries and
+    metrics    at step 0 and every 50 steps: answer loss, exact-match accuracy on the validation queries and
                the best key-free null on the same queries (diffattn.data.nulls)
     tests      per arm and seed: accuracy − null, and arm − baseline-continued on the same queries (paired, bootstrap
                clustered by example, diffattn.stats.clustered_difference); over seeds: the t interval of the final
@@ -27,7 +28,9 @@ baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -47,16 +50,27 @@ ARMS = ("baseline", "diff_v2", "diff_v1", "lora")
 LABELS = {"baseline": "baseline, trained on", "diff_v2": "→ DIFF V2", "diff_v1": "→ DIFF V1",
           "lora": "→ V2, LoRA-only"}
 SEEDS = RETRIEVAL_SEEDS
-PRETRAIN_STEPS = 1000
-CONTINUE_STEPS, CONTINUE_WARMUP, CONTINUE_LR, EVAL_EVERY = 250, 25, 1e-3, 50
 LORA_RANK = 4
+
+
+@dataclass(frozen=True)
+class Design:
+    """The declared sizes (tests shrink them to seconds; the study runs these)."""
+    pretrain_steps: int = 600
+    continue_steps: int = 200
+    continue_warmup: int = 20
+    continue_lr: float = 1e-3
+    eval_every: int = 50
+
+
+DESIGN = Design()
 CONTINUE_DATA_SEED = 10_000  # + seed: batches no pretraining run (generator seed + 1) draws
 CALIBRATION_SEED = 20_000  # + seed: V1's norm-gain calibration batch
 
 
-def pretraining_runs() -> list[Run]:
-    return [Run("warmstart", f"baseline-{PRETRAIN_STEPS}steps", RETRIEVAL_PRESET, "baseline", TASK, s, {},
-                RETRIEVAL_TASKS[TASK], PRETRAIN_STEPS) for s in SEEDS]
+def pretraining_runs(design: Design = DESIGN) -> list[Run]:
+    return [Run("warmstart", f"baseline-{design.pretrain_steps}steps", RETRIEVAL_PRESET, "baseline", TASK, s, {},
+                RETRIEVAL_TASKS[TASK], design.pretrain_steps) for s in SEEDS]
 
 
 def starting_model(arm: str, run: Run):
@@ -71,13 +85,11 @@ def starting_model(arm: str, run: Run):
     return (lora_only(model, LORA_RANK) if arm == "lora" else model), c
 
 
-def continue_arm(arm: str, run: Run) -> dict[str, Any]:
+def continue_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
     """Train one arm on from its starting model; returns its learning curve (step 0 included) and its trainable
     parameter count."""
-    import dataclasses
-
     model, c = starting_model(arm, run)
-    c = dataclasses.replace(c, steps=CONTINUE_STEPS, warmup_steps=CONTINUE_WARMUP, lr=CONTINUE_LR)
+    c = dataclasses.replace(c, steps=design.continue_steps, warmup_steps=design.continue_warmup, lr=design.continue_lr)
     task = make_task(TASK, c.seq_len, options=c.task_options)
     items = task.validation_examples(c.eval_sequences, c.seq_len)
     val_x, val_y = task.validation(c.eval_sequences, c.seq_len)
@@ -86,10 +98,10 @@ def continue_arm(arm: str, run: Run) -> dict[str, Any]:
     cpu, plain = torch.device("cpu"), contextlib.nullcontext
     curve = [{"step": 0, **evaluate(model, val_x, val_y, c.batch_size, plain, items)}]
     started = time.perf_counter()
-    for step in range(1, CONTINUE_STEPS + 1):
+    for step in range(1, design.continue_steps + 1):
         x, y = task.batch(c.batch_size, c.seq_len, data)
         train_step(model, model, optimizer, scheduler, x, y, c, Dist(), c.batch_size, cpu, plain)
-        if step % EVAL_EVERY == 0:
+        if step % design.eval_every == 0 or step == design.continue_steps:
             curve.append({"step": step, **evaluate(model, val_x, val_y, c.batch_size, plain, items)})
     return {"arm": arm, "seed": run.seed, "trainable": trainable_parameters(model), "curve": curve,
             "train_s": time.perf_counter() - started}
@@ -99,7 +111,7 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def run_all(jobs: int = 2, progress: bool = True) -> dict[str, Any]:
+def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> dict[str, Any]:
     """Pretrain what is missing, continue every arm of every seed (`jobs` processes of one thread), summarise."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -109,23 +121,23 @@ def run_all(jobs: int = 2, progress: bool = True) -> dict[str, Any]:
 
     require(jobs >= 1, f"--jobs must be >= 1 (got {jobs})")
     started = time.perf_counter()
-    runs = pretraining_runs()
+    runs = pretraining_runs(design)
     train_missing([r.job() for r in runs], workers=jobs, progress=progress)
     pretrain_s = time.perf_counter() - started
     tasks = [(arm, run) for run in runs for arm in ARMS]
     with Progress(len(tasks), f"continuing {len(tasks)} arms", enabled=progress) as bar, \
             ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
-        futures = [pool.submit(continue_arm, arm, run) for arm, run in tasks]
+        futures = [pool.submit(continue_arm, arm, run, design) for arm, run in tasks]
         results = []
         for future in futures:
             results.append(future.result())
             bar.advance()
-    return summarise(results, {"pretrain_s": pretrain_s, "total_s": time.perf_counter() - started, "jobs": jobs})
+    return summarise(results, design, {"pretrain_s": pretrain_s, "total_s": time.perf_counter() - started, "jobs": jobs})
 
 
-def summarise(results: list[dict[str, Any]], timing: dict[str, float]) -> dict[str, Any]:
+def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, float]) -> dict[str, Any]:
     """Every run's curve, and the declared tests on the final step."""
-    _, c = pretraining_runs()[0].configs()
+    _, c = pretraining_runs(design)[0].configs()
     items = make_task(TASK, c.seq_len, options=c.task_options).validation_examples(c.eval_sequences, c.seq_len)
     nulls, groups = query_nulls(items), clusters(items)
     null_rule = best_key_free(nulls)
@@ -157,8 +169,7 @@ def summarise(results: list[dict[str, Any]], timing: dict[str, float]) -> dict[s
             arms[arm]["accuracy_minus_baseline"] = t_interval(
                 [p["final"]["val_accuracy"] - b["final"]["val_accuracy"] for p, b in zip(per_seed, base)])
     return {"design": {"task": TASK, "options": RETRIEVAL_TASKS[TASK], "preset": RETRIEVAL_PRESET,
-                       "pretrain_steps": c.steps, "continue_steps": CONTINUE_STEPS, "continue_lr": CONTINUE_LR,
-                       "continue_warmup": CONTINUE_WARMUP, "lora_rank": LORA_RANK, "seeds": list(SEEDS),
+                       **dataclasses.asdict(design), "lora_rank": LORA_RANK, "seeds": list(SEEDS),
                        "tokens_per_step": c.batch_size * c.seq_len, "queries": len(null), "examples": len(items)},
             "null": {"rule": null_rule, "value": sum(null) / len(null),
                      "rules": {k: sum(v) / len(v) for k, v in nulls.items()}},
