@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diffattn.errors import ConfigError, require
+from diffattn.errors import require
 
 TARGETS = ("diff_v2", "diff_v1")
 CHECK_SEQUENCES, CALIBRATION_SEED = 32, 1234
@@ -32,15 +32,7 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--out", type=Path, default=None, help="folder for summary.json (default: outputs/warmstart)")
 
 
-def _require_torch(command: str) -> None:
-    try:
-        import torch  # noqa: F401
-    except ModuleNotFoundError:
-        raise ConfigError(f"{command} needs PyTorch: run `make course` (installs it)") from None
-
-
 def convert_main(args: argparse.Namespace) -> int:
-    _require_torch("convert")
     require(args.to in TARGETS, f"--to must be one of {', '.join(TARGETS)} (got {args.to!r})")
     out = args.out or args.src.with_name(f"{args.src.name}-to-{args.to}")
     require(not (out / "model.safetensors").exists() and not (out / "checkpoint.pt").exists(),
@@ -69,7 +61,6 @@ def convert_main(args: argparse.Namespace) -> int:
 
 
 def warmstart_main(args: argparse.Namespace) -> int:
-    _require_torch("warmstart")
     from diffattn.compare import machine
     from diffattn.paths import outputs_dir
     from diffattn.results import write_json_atomic
