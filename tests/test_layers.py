@@ -23,7 +23,7 @@ LAYERS = {
                  {"foundation", "pure", "config", "torch core", "model", "data"}),
     "evaluation": ({"eval", "bench"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
     "lessons": ({"experiments", "lessontext"},
-                {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
+                {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation", "planning"}),
     "grading": ({"grading"}, {"foundation"}),
     "planning": ({"plan"}, {"foundation", "pure", "config"}),
     "entry points": ({"cli", "train_options", "__main__", "scaffold", "gpu_run"},

@@ -88,6 +88,7 @@ def starting_model(arm: str, run: Run):
 def continue_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
     """Train one arm on from its starting model; returns its learning curve (step 0 included) and its trainable
     parameter count."""
+    torch.manual_seed(run.seed)  # the LoRA branch's random A: the same whichever arms a worker ran before
     model, c = starting_model(arm, run)
     c = dataclasses.replace(c, steps=design.continue_steps, warmup_steps=design.continue_warmup, lr=design.continue_lr)
     task = make_task(TASK, c.seq_len, options=c.task_options)
