@@ -83,16 +83,16 @@ def run(progress: bool = True) -> dict:
     return {"plan": plan_numbers(), "convert": convert_numbers(), "study": study_numbers()}
 
 
-def _interval(t: dict, digits: int = 3) -> str:
+def _interval(t: dict, sign: str = "+") -> str:
     low, high = t["ci95"]
-    return f"{t['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+    return f"{t['mean']:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
 
 
 def report(results: dict) -> str:
     p, c, s = results["plan"], results["convert"], results["study"]
     lines = [f"Lesson 13 · {TITLE}", "",
-             f"plan --preset {p['preset']} --context {p['context']:,} --hallucination {p['hallucination']} "
-             f"--budget-tokens {p['budget_tokens']:.0e} --mode {p['mode']}",
+             f"plan --preset {p['preset']} --context {p['context']} --hallucination {p['hallucination']} "
+             f"--budget-tokens {p['budget_tokens'] / 1e9:g}B --mode {p['mode']}",
              f"  verdict {p['verdict']}, variant {p['variant']}; V2 adds {p['v2_params_per_layer']:,} attention weights "
              f"per layer and {p['v2_kv_bytes_delta']:,} KV-cache bytes; +{p['v2_extra_training_flops']:.1%} training "
              f"FLOPs; decode step {p['v2_decode_ratio']:.3f}× the baseline's (H200 roofline, batch 1)", "",
@@ -109,8 +109,8 @@ def report(results: dict) -> str:
               f"  {'arm':<14}{'trainable':>10}  {'answer loss':<24}{'− baseline':<26}{'accuracy':<24}{'− baseline'}"]
     for arm, a in s["arms"].items():
         minus = lambda key: _interval(a[key]) if key in a else "–"  # noqa: E731
-        lines.append(f"  {arm:<14}{a['seeds'][0]['trainable']:>10,}  {_interval(a['final_loss']):<24}"
-                     f"{minus('loss_minus_baseline'):<26}{_interval(a['final_accuracy']):<24}"
+        lines.append(f"  {arm:<14}{a['seeds'][0]['trainable']:>10,}  {_interval(a['final_loss'], ''):<24}"
+                     f"{minus('loss_minus_baseline'):<26}{_interval(a['final_accuracy'], ''):<24}"
                      f"{minus('accuracy_minus_baseline')}")
     lines.append("  per seed, accuracy − null and − baseline [95% clustered by example]:")
     for arm, a in s["arms"].items():
