@@ -325,6 +325,21 @@ def test_measured_loss_pairs_runs_by_seed(tmp_path):
     assert evidence.measured_loss(tmp_path / "absent.json") is None
 
 
+def test_the_warm_start_study_becomes_a_risk_of_converting_only(tmp_path):
+    found = evidence.measured_warmstart()  # the committed study (lesson 13)
+    summary = json.loads((ROOT / "outputs" / "warmstart" / "summary.json").read_text())
+    assert found["gap"]["lora"]["mean"] == summary["arms"]["lora"]["loss_minus_baseline"]["mean"]
+    assert found["beats_null"] == any(s["minus_null"]["above"] for a in summary["arms"].values() for s in a["seeds"])
+    assert evidence.measured_warmstart(tmp_path / "absent.json") is None
+    (tmp_path / "broken.json").write_text(json.dumps({"design": {}}))
+    assert evidence.measured_warmstart(tmp_path / "broken.json") is None
+    arch = hfconfig.from_preset("qwen3-8b")
+    for mode, expected in (("uptrain", True), ("finetune", True), ("pretrain", False)):
+        plan = make_plan(arch, 32768, "high", 10**12, mode, measured={"warmstart": found})
+        cites = any("measured_warmstart" in r["evidence"] for r in plan["risks"])
+        assert cites == expected and ("measured_warmstart" in plan["evidence"]) == expected, mode
+
+
 def test_a_measured_decode_benchmark_replaces_the_roofline_assumption(tmp_path):
     assert evidence.measured_decode(tmp_path) is None
     (tmp_path / "a.json").write_text(json.dumps({"decode": "not rows"}))

@@ -12,7 +12,8 @@ from diffattn.plan.hfconfig import Architecture
 
 def measurements() -> dict:
     """The course's measurements a plan may cite, read now from outputs/ (None where a file is absent)."""
-    return {"loss": evidence.measured_loss(), "ops": evidence.measured_ops(), "decode": evidence.measured_decode()}
+    return {"loss": evidence.measured_loss(), "ops": evidence.measured_ops(), "decode": evidence.measured_decode(),
+            "warmstart": evidence.measured_warmstart()}
 
 
 def measured_sources(measured: dict) -> dict[str, evidence.Source]:
@@ -37,6 +38,14 @@ def measured_sources(measured: dict) -> dict[str, evidence.Source]:
         ratios = ", ".join(f"{v} {r:.2f}×" for v, r in m["ratio"].items())
         found["measured_decode"] = evidence.Source("measured", f"{m['file']}: decode step time over the baseline's at "
                                                                f"batch 1, context {m['context']:,}: {ratios}")
+    if measured.get("warmstart"):
+        m = measured["warmstart"]
+        gaps = "; ".join(f"{arm} {g['mean']:+.3f} [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}]" for arm, g in m["gap"].items())
+        found["measured_warmstart"] = evidence.Source(
+            "measured", f"{m['file']}: {m['task']} on {m['preset']}, {m['seeds']} seeds, {m['steps'][0]} pretraining + "
+                        f"{m['steps'][1]} continued steps; final answer loss minus the baseline trained on, t 95% over "
+                        f"seeds: {gaps}; {'an' if m['beats_null'] else 'no'} arm beat the retrieval null "
+                        f"({m['null'][0]} {m['null'][1]:.3f})")
     return found
 
 

@@ -6,6 +6,8 @@
                       of each variant minus the baseline's, paired by seed
     measured_ops      lesson 06's CPU attention benchmark (outputs/bench/cpu.json): each op's fwd+bwd time / baseline
     measured_decode   lesson 12's decode benchmark, when a file under outputs/bench/ has one (see its docstring)
+    measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
+                      against the baseline trained on, t intervals over seeds, and whether any arm beat the null
 
 Paper and blog numbers are cited here as published (diff-spec.md in the course's references), never recomputed.
 """
@@ -63,12 +65,13 @@ EVIDENCE = {
                                         "methods on most tasks, +11 points over LoRA on HumanEval"),
     "unilm_1663": Source("issue", "microsoft/unilm issue #1663: a user reports no gain from DIFF at 10B tokens"),
     "seed_lora_q": Source(HYPOTHESIS, "seed 002: 'a LoRA on the Q projection can approximate DIFF' (UNVERIFIED; "
-                                      "issue 17 item 4 will measure a LoRA-only warm start at CPU scale)"),
+                                      "lesson 13's CPU study measures one LoRA-only warm start: measured_warmstart)"),
     "seed_16k": Source(HYPOTHESIS, "seed 002: 'under 16k the noise floor is negligible' and 'large gains above 32k' "
                                    "come without a source; Table 2 shows gains at 4K"),
-    "warm_start_v2": Source(HYPOTHESIS, "integration-notes.md [D]: a V2 warm start keeps the trained W_Q rows in the "
-                                        "even query heads 2i and ramps a multiplier on σ(λ) from 0, so the output is "
-                                        "unchanged at step 0; not yet measured (issue 17 item 4)"),
+    "warm_start_v2": Source("computed", "diffattn.warmstart.convert (lesson 13, `python -m diffattn convert`): both "
+                                        "queries of each V2 pair copy the trained head, W_λ = 0 (σ = ½) and W_O × 2, "
+                                        "so the logits are unchanged at step 0 (tests/test_13_convert.py: ≤ 1e-5 in "
+                                        "fp32); a zeroed second query or an undoubled W_O fails that test"),
     "global_layers": Source(HYPOTHESIS, "a sliding layer's softmax spreads over at most its window, so its noise "
                                         "floor does not grow with the context; DIFF on global layers only is untested"),
     "accounting": Source("computed", "diffattn.pure.accounting (lesson 04): parameters, KV cache and FLOPs per variant "
@@ -132,6 +135,23 @@ def measured_decode(folder: Path | None = None) -> dict | None:
             continue
         return {"file": _shown(path), "context": context, "batch": 1, "ratio": ratios}
     return None
+
+
+def measured_warmstart(path: Path | None = None) -> dict | None:
+    """Lesson 13's study: each arm's final answer loss minus the baseline's (mean and t 95% over seeds), the design,
+    and whether any arm's accuracy beat the null in any seed; None when the file is absent or unreadable."""
+    path = path or outputs_dir() / "warmstart" / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+        design, arms = summary["design"], summary["arms"]
+        gaps = {arm: {"mean": a["loss_minus_baseline"]["mean"], "ci95": a["loss_minus_baseline"]["ci95"]}
+                for arm, a in arms.items() if arm != "baseline"}
+        beat = any(s["minus_null"]["above"] for a in arms.values() for s in a["seeds"])
+        return {"file": _shown(path), "task": design["task"], "preset": design["preset"], "seeds": len(design["seeds"]),
+                "steps": (design["pretrain_steps"], design["continue_steps"]), "gap": gaps, "beats_null": beat,
+                "null": (summary["null"]["rule"], summary["null"]["value"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _shown(path: Path) -> str:

@@ -79,15 +79,15 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
         ]
     if mode == "uptrain":
         return "experiment", [
-            Rule("converting a trained Transformer keeps its output at step 0 (axolotl's converter; the V2 warm start "
-                 "of the course's notes), but no published run shows the converted model ending up better",
+            Rule("converting a trained Transformer keeps its output at step 0 (axolotl's converter; the course's "
+                 "`convert` for V2), but no published run shows the converted model ending up better",
                  ("convert_axolotl", "warm_start_v2", "unilm_1663")),
         ]
     return "experiment", [
         Rule("a fine-tune cannot be expected to install DIFF's benefit: DiffLoRA trails other PEFT methods on most tasks, "
              "and the plain converters (axolotl's) publish no quality results", ("convert_difflora", "convert_axolotl")),
-        Rule("seed 002's 'a LoRA on the Q projection approximates DIFF' is untested: treat a LoRA-only DIFF as an "
-             "experiment", ("seed_lora_q",)),
+        Rule("seed 002's 'a LoRA on the Q projection approximates DIFF' has no published support (the course's one "
+             "CPU measurement is under the risks): treat a LoRA-only DIFF as an experiment", ("seed_lora_q",)),
     ]
 
 
@@ -195,9 +195,18 @@ def risks(mode: str, measured: dict) -> list[Rule]:
                           f"({loss['preset']}, {loss['task']}, {loss['seeds']} seeds) V1's final validation loss was "
                           f"{v1:+.3f} against the baseline, V2's {v2:+.3f}", ("measured_loss",)))
     if mode != "pretrain":
-        rules.append(Rule("a converted model starts from weights trained without the second map: zero-initialising it "
-                          "is not neutral for V2 (σ(0) = 0.5 subtracts half of a causal mean of V); ramp the λ "
-                          "multiplier from 0", ("warm_start_v2",)))
+        rules.append(Rule("a converted model must start as the trained one: a zeroed second query is not neutral for V2 "
+                          "(σ(0) = 0.5 subtracts half of a causal mean of V); copy the trained W_Q into both queries of "
+                          "each pair, set W_λ = 0 and double W_O (`python -m diffattn convert`)", ("warm_start_v2",)))
+    warm = measured.get("warmstart")
+    if mode != "pretrain" and warm and {"diff_v2", "lora"} <= set(warm["gap"]):
+        v2, lora = warm["gap"]["diff_v2"], warm["gap"]["lora"]
+        rules.append(Rule(f"in the course's CPU warm-start study ({warm['task']}, {warm['preset']}, {warm['seeds']} "
+                          f"seeds) a V2 conversion trained on ended {v2['mean']:+.3f} [{v2['ci95'][0]:+.3f}, "
+                          f"{v2['ci95'][1]:+.3f}] in answer loss against the baseline trained on, a LoRA-only V2 "
+                          f"branch {lora['mean']:+.3f} [{lora['ci95'][0]:+.3f}, {lora['ci95'][1]:+.3f}]"
+                          + ("" if warm["beats_null"] else "; no arm beat the retrieval null, so retrieval is untested "
+                                                           "at that scale"), ("measured_warmstart",)))
     return rules
 
 
