@@ -158,7 +158,7 @@ def test_lora_only_starts_at_the_conversion_and_trains_only_its_branch():
     torch.nn.functional.cross_entropy(lora(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten()).backward()
     optimizer.step()
     changed = {k for k, v in lora.state_dict().items() if not torch.equal(v, before[k])}
-    assert changed == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("q_proj.lora_a", "q_proj.lora_b", "lambda_proj.weight")}
+    assert changed == {f"blocks.{i}.attn.{n}" for i in range(2) for n in ("q_proj.lora_a.weight", "q_proj.lora_b", "lambda_proj.weight")}
     probe = torch.randn(1, 5, d_model)  # after the step only the odd query heads read differently
     with torch.no_grad():
         q = lora.blocks[0].attn.q_proj(probe).view(1, 5, h, 2, d)

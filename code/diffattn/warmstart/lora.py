@@ -15,11 +15,8 @@ the baseline's maps); restricting peft to half the rows of q_proj would need thi
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from diffattn.errors import require
 from diffattn.model import GPT
@@ -33,13 +30,13 @@ class SecondQueryLoRA(nn.Module):
         require(rank >= 1, f"the LoRA rank must be >= 1 (got {rank})")
         self.num_heads, self.head_dim = num_heads, head_dim
         self.weight = nn.Parameter(q_proj.weight.detach().clone(), requires_grad=False)  # (2h·d, d_model)
-        self.lora_a = nn.Parameter(torch.empty(rank, self.weight.shape[1]))
-        nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))  # peft's and Hu et al.'s choice: A random, B zero
-        self.lora_b = nn.Parameter(torch.zeros(num_heads * head_dim, rank))
+        # A random, B zero (Hu et al.; peft): nn.Linear's default init is the uniform one peft gives A
+        self.lora_a = nn.Linear(self.weight.shape[1], rank, bias=False)  # d_model → r
+        self.lora_b = nn.Parameter(torch.zeros(num_heads * head_dim, rank))  # r → h·d; draws no random numbers
 
     def forward(self, x: Tensor) -> Tensor:
-        base = F.linear(x, self.weight)  # (b, N, 2h·d)
-        delta = F.linear(F.linear(x, self.lora_a), self.lora_b)  # (b, N, h·d): one update per pair
+        base = x @ self.weight.T  # (b, N, 2h·d): the frozen projection
+        delta = self.lora_a(x) @ self.lora_b.T  # (b, N, h·d): one update per pair
         shape = (*x.shape[:-1], self.num_heads, 1, self.head_dim)
         update = torch.cat([torch.zeros_like(delta).view(shape), delta.view(shape)], dim=-2)  # (b, N, h, 2, d)
         return base + update.flatten(-3)  # only the odd heads 2i+1 move
