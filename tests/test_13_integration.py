@@ -64,3 +64,7 @@ def test_the_study_runs_end_to_end_at_toy_size(tmp_path, monkeypatch):
     assert 0 < lora < full / 50
     path = study.figure(summary, tmp_path / "figure.png")
     assert path.stat().st_size > 1000
+    # a second run (e.g. after an interruption) trains nothing: every pretraining run and every arm is kept
+    stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")}
+    assert study.run_all(jobs=2, progress=False, design=toy)["arms"] == summary["arms"]
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")} == stamps

@@ -97,9 +97,9 @@ def _lambda_vectors(lambda_init: float, d: int) -> dict[str, Tensor]:
     second = math.exp(d * V1_LAMBDA_ENTRY**2)  # exp(λ_q2·λ_k2) > 1 > λ_init, so the log below is defined
     first_dot = math.log(second - lambda_init)  # λ_q1·λ_k1
     k1_entry = first_dot / (d * V1_LAMBDA_ENTRY)
-    full = lambda value: torch.full((d,), value, dtype=torch.float64).float()  # noqa: E731
-    return {"lambda_q1": full(V1_LAMBDA_ENTRY), "lambda_k1": full(k1_entry),
-            "lambda_q2": full(V1_LAMBDA_ENTRY), "lambda_k2": full(V1_LAMBDA_ENTRY)}
+    entries = {"lambda_q1": V1_LAMBDA_ENTRY, "lambda_k1": k1_entry, "lambda_q2": V1_LAMBDA_ENTRY,
+               "lambda_k2": V1_LAMBDA_ENTRY}
+    return {name: torch.full((d,), value, dtype=torch.float32) for name, value in entries.items()}
 
 
 @torch.no_grad()
@@ -158,7 +158,7 @@ def step0_gap(before: GPT, after: GPT, tokens: Tensor, targets: Tensor | None = 
     before.train(was[0]), after.train(was[1])
     out = {"max_abs_logit_gap": float((a - b).abs().max()), "max_abs_logit": float(a.abs().max())}
     if targets is not None:
-        loss = lambda logits: float(torch.nn.functional.cross_entropy(  # noqa: E731
-            logits.flatten(0, 1), targets.flatten(), ignore_index=-100))
-        out.update(loss_before=loss(a), loss_after=loss(b))
+        for name, logits in (("loss_before", a), ("loss_after", b)):
+            out[name] = float(torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(),
+                                                                ignore_index=-100))
     return out

@@ -108,6 +108,23 @@ def continue_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
             "train_s": time.perf_counter() - started}
 
 
+def finished_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
+    """continue_arm, kept in a JSON file beside the pretrained run: an interrupted study redoes only the arms it had
+    not finished (a file written for another design is redone)."""
+    import json
+
+    from diffattn.results import write_json_atomic
+
+    path = run.out.parent / f"{run.out.name}-continued-{arm}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        kept = json.loads(path.read_text())
+        if kept["design"] == dataclasses.asdict(design):
+            return kept["result"]
+    result = continue_arm(arm, run, design)
+    write_json_atomic(path, {"design": dataclasses.asdict(design), "result": result})
+    return result
+
+
 def _one_thread() -> None:
     torch.set_num_threads(1)
 
@@ -128,7 +145,7 @@ def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> di
     tasks = [(arm, run) for run in runs for arm in ARMS]
     with Progress(len(tasks), f"continuing {len(tasks)} arms", enabled=progress) as bar, \
             ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
-        futures = [pool.submit(continue_arm, arm, run, design) for arm, run in tasks]
+        futures = [pool.submit(finished_arm, arm, run, design) for arm, run in tasks]
         results = []
         for future in futures:
             results.append(future.result())
