@@ -19,15 +19,16 @@ LAYERS = {
     "torch core": ({"cpu", "nn"}, {"foundation", "pure"}),
     "model": ({"model", "generate"}, {"foundation", "pure", "config", "torch core"}),
     "data": ({"data"}, {"foundation"}),
-    "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study"},
+    "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study", "warmstart"},
                  {"foundation", "pure", "config", "torch core", "model", "data"}),
     "evaluation": ({"eval", "bench", "perf"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
     "lessons": ({"experiments", "lessontext"},
-                {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation"}),
+                {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation", "planning"}),
     "grading": ({"grading"}, {"foundation"}),
+    "planning": ({"plan"}, {"foundation", "pure", "config"}),
     "entry points": ({"cli", "train_options", "__main__", "scaffold", "gpu_run"},
                      {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation",
-                      "lessons", "grading"}),
+                      "lessons", "grading", "planning"}),
 }
 
 

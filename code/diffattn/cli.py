@@ -21,6 +21,8 @@ from diffattn import experiments, train_options
 from diffattn.errors import ConfigError, interrupt_as_exception
 from diffattn.eval import command as eval_command
 from diffattn.numberkinds import keep_saved_if_agreeing
+from diffattn.plan import command as plan_command
+from diffattn.warmstart import command as warmstart_command
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
 
@@ -123,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="train every variant with matched data and budget, tabulate and plot")
     train_options.add_compare_arguments(compare)
     eval_command.add_parser(sub)
+    plan_command.add_parser(sub)
+    warmstart_command.add_parsers(sub)
     study = sub.add_parser("study", help="lessons 08-11's CPU study (make train-small): train what is missing, "
                                          "then write outputs/study/")
     train_options.add_study_arguments(study)
@@ -397,4 +401,5 @@ def cmd_models(args: argparse.Namespace) -> int:
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade, "train": cmd_training,
             "compare": cmd_training, "eval": lambda args: eval_command.main(args),
-            "models": cmd_models, "study": cmd_study}
+            "models": cmd_models, "study": cmd_study, "plan": plan_command.main,
+            "convert": warmstart_command.convert_main, "warmstart": warmstart_command.warmstart_main}

@@ -37,11 +37,15 @@ def save_lesson_numbers(lesson: str, results: dict[str, Any], path: Path | None 
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a crash leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, ensure_ascii=False)
-        f.write("\n")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by everyone
     os.replace(tmp, path)
 

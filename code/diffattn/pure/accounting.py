@@ -43,18 +43,22 @@ def require_counts(**sizes: int) -> None:
     require_positive(**sizes)
 
 
-def check_layout(variant: str, heads: int, head_dim: int, kv_heads: int | None = None, hidden: int | None = None) -> int:
+def check_layout(variant: str, heads: int, head_dim: int, kv_heads: int | None = None, hidden: int | None = None,
+                 head_dim_free: bool = False) -> int:
     """Validate a head layout for `variant` and return h_kv (None means MHA, h_kv = h).
 
     DIFF V2 also needs each query pair (2i, 2i+1) inside one GQA group of size g = 2h/h_kv, i.e. g even; that is
     exactly h_kv | h, the baseline's own condition, so the kv_heads check covers it.
+    head_dim_free: the model sets d apart from hidden (Hugging Face's `head_dim`: Qwen3-4B has 32 × 128 = 4096 query
+    width at hidden 2560). The baseline and V2 take any d (the official V2 module has a head_dim argument); V1's
+    official module derives d = hidden / h, so V1 still needs h·d = hidden.
     """
     require(variant in VARIANTS, f"variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
     kv_heads = heads if kv_heads is None else kv_heads
     if hidden is not None:
         require_counts(hidden=hidden)
     require_counts(heads=heads, head_dim=head_dim, kv_heads=kv_heads)
-    if hidden is not None:
+    if hidden is not None and not (head_dim_free and variant != "diff_v1"):
         require(hidden % heads == 0, f"heads must divide hidden (got hidden={hidden}, heads={heads})")
         require(heads * head_dim == hidden,
                 f"heads × head_dim must equal hidden (got {heads} × {head_dim} = {heads * head_dim}, hidden={hidden})")
@@ -68,9 +72,10 @@ def check_layout(variant: str, heads: int, head_dim: int, kv_heads: int | None =
 # ---------------------------------------------------------------------------------------------------- parameters
 
 
-def attention_components(variant: str, hidden: int, heads: int, head_dim: int, kv_heads: int | None = None) -> dict[str, int]:
+def attention_components(variant: str, hidden: int, heads: int, head_dim: int, kv_heads: int | None = None,
+                         head_dim_free: bool = False) -> dict[str, int]:
     """Weights of one attention module by official name (COMPONENTS order; 0 where the variant has none)."""
-    kv_heads = check_layout(variant, heads, head_dim, kv_heads, hidden)
+    kv_heads = check_layout(variant, heads, head_dim, kv_heads, hidden, head_dim_free)
     doubled_queries = variant in ("baseline_2h", "diff_v2")
     parts = dict.fromkeys(COMPONENTS, 0)
     # V1's q_proj is D → D: h/2 heads × 2 maps × d = h·d, the baseline's size. V2 and the 2h model: D → 2h·d.
@@ -113,7 +118,9 @@ class ModelConfig:
     """A decoder-only model, described by its baseline Transformer; every variant is derived from it.
 
     kv_heads None → MHA (h_kv = h); ffn None → `swiglu_width(hidden)`; vocab None → no embedding counts.
-    The config must be valid for all four variants, so it also needs V1's even head counts.
+    The config must be valid for all four variants, so it also needs V1's even head counts; with head_dim_free
+    (a real model's own head_dim, see `check_layout`) only the baseline, the 2h model and V2 are checked here, and V1
+    where it is asked for.
     """
 
     hidden: int
@@ -123,6 +130,7 @@ class ModelConfig:
     kv_heads: int | None = None
     ffn: int | None = None
     vocab: int | None = None
+    head_dim_free: bool = False
 
     def __post_init__(self) -> None:
         kv_heads = self.heads if self.kv_heads is None else self.kv_heads
@@ -130,14 +138,16 @@ class ModelConfig:
         ffn = swiglu_width(self.hidden) if self.ffn is None else self.ffn
         require_counts(ffn=ffn, **({} if self.vocab is None else {"vocab": self.vocab}))
         for variant in VARIANTS:
-            check_layout(variant, self.heads, self.head_dim, kv_heads, self.hidden)
+            if not (self.head_dim_free and variant == "diff_v1"):
+                check_layout(variant, self.heads, self.head_dim, kv_heads, self.hidden, self.head_dim_free)
         object.__setattr__(self, "kv_heads", kv_heads)  # frozen: resolve the defaults once, here
         object.__setattr__(self, "ffn", ffn)
 
 
 def layer_params(config: ModelConfig, variant: str) -> dict[str, int]:
     """One block: attention + SwiGLU + its two RMSNorm weights."""
-    attention = attention_params(variant, config.hidden, config.heads, config.head_dim, config.kv_heads)
+    attention = sum(attention_components(variant, config.hidden, config.heads, config.head_dim, config.kv_heads,
+                                         config.head_dim_free).values())
     parts = {"attention": attention, "ffn": ffn_params(config.hidden, config.ffn), "norms": norm_params(config.hidden)}
     return {**parts, "total": sum(parts.values())}
 
@@ -160,7 +170,8 @@ def matmul_params(config: ModelConfig, variant: str) -> int:
     V1's λ vectors are combined once per forward pass and its subln weight is elementwise, so neither counts; V2's
     W_λ is a per-token projection and does.
     """
-    parts = attention_components(variant, config.hidden, config.heads, config.head_dim, config.kv_heads)
+    parts = attention_components(variant, config.hidden, config.heads, config.head_dim, config.kv_heads,
+                                 config.head_dim_free)
     per_layer = sum(n for name, n in parts.items() if name.endswith("_proj")) + ffn_params(config.hidden, config.ffn)
     return config.layers * per_layer + (config.vocab or 0) * config.hidden
 
@@ -313,7 +324,8 @@ def accounting_table(config: ModelConfig, context: int = 131072, bytes_per_value
     for row in flops:
         flops[row]["attention_core_vs_baseline"] = flops[row]["attention_core"] / flops["baseline"]["attention_core"]
         decode[row]["step_bytes_vs_baseline"] = decode[row]["step_bytes"] / decode["baseline"]["step_bytes"]
-    return {"config": asdict(config), "context": context, "bytes_per_value": bytes_per_value, "params": params,
+    record = {key: value for key, value in asdict(config).items() if key != "head_dim_free"}  # the table has V1: False
+    return {"config": record, "context": context, "bytes_per_value": bytes_per_value, "params": params,
             "kv_cache": kv_cache, "flops_per_token": flops, "decode": decode}
 
 

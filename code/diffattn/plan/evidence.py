@@ -1,0 +1,162 @@
+"""Lesson 13: what each of the planner's rules rests on, and the course's own measurements it reads (stdlib only).
+
+    EVIDENCE          id -> Source(kind, citation): a paper table, the V2 blog, official code, an issue thread, a
+                      course measurement (with its file) or a computation; HYPOTHESIS marks a rule nothing supports
+    measured_loss     lesson 08's matched CPU comparison (outputs/compare/<run>/summary.json): final validation loss
+                      of each variant minus the baseline's, paired by seed
+    measured_ops      lesson 06's CPU attention benchmark (outputs/bench/cpu.json): each op's fwd+bwd time / baseline
+    measured_decode   lesson 12's decode benchmark, when a file under outputs/bench/ has one (see its docstring)
+    measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
+                      against the baseline trained on, t intervals over seeds, and whether any arm beat the null
+
+Paper and blog numbers are cited here as published (diff-spec.md in the course's references), never recomputed.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import NamedTuple
+
+from diffattn.paths import outputs_dir
+
+HYPOTHESIS = "hypothesis"
+
+
+class Source(NamedTuple):
+    kind: str  # paper | blog | code | issue | measured | computed | hypothesis
+    citation: str
+
+
+EVIDENCE = {
+    "paper_t2": Source("paper", "Ye et al., Differential Transformer (ICLR 2025), Table 2: multi-needle retrieval at "
+                                "4K context, 3B models on 350B tokens: N=6, R=2 accuracy 0.85 (DIFF V1) vs 0.55"),
+    "paper_f5": Source("paper", "Ye et al., Fig. 5: 64K-context needle retrieval (N=8, R=1), 3B models extended to 64K: "
+                                "DIFF V1 stable across 8K-64K, the Transformer declines"),
+    "paper_t4": Source("paper", "Ye et al., Table 4: contextual hallucination (GPT-4o judge), e.g. XSum 0.53 vs 0.44, "
+                                "Qasper 0.39 vs 0.28 (DIFF V1 vs Transformer, 3B, 350B tokens)"),
+    "paper_t5": Source("paper", "Ye et al., Table 5: top-1 attention logit 38.8 (DIFF V1) vs 318.0; Fig. 8: DIFF keeps "
+                                "HellaSwag accuracy with attention logits quantized to 6 bits"),
+    "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3: 830M-13.1B models on 10B tokens; DIFF V1 matches the "
+                                "Transformer with about 62% of the parameters or 64% of the tokens"),
+    "paper_t6": Source("paper", "Ye et al., Table 6: λ_init constant 0.8 or 0.5 instead of the depth schedule: "
+                                "validation loss 3.065 / 3.066 vs 3.062 (robust); without the per-head norm 3.122"),
+    "paper_t7": Source("paper", "Ye et al., Table 7 (H100, customised FlashAttention for both): DIFF V1 trains 5.6-10.3% "
+                                "slower than the Transformer (the table's -6% to -12% divide by DIFF's throughput)"),
+    "paper_eq2": Source("code", "Ye et al. eq. 2 and microsoft/unilm Diff-Transformer/multihead_flashdiff_1.py: "
+                                "λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init, λ_init = 0.8 − 0.6·exp(−0.3·depth), "
+                                "depth 0-based; one λ per layer; per-head RMSNorm(2d), then × (1 − λ_init)"),
+    "v2_code": Source("code", "microsoft/unilm Diff-Transformer/Diff-Transformer-V2/multihead_flashdiffv2.py: "
+                              "q_proj D → 2h·d, o_proj h·d → D, lambda_proj D → h (no bias, default init, so σ ≈ 0.5 "
+                              "at the start); attn[:, 0::2] − σ(λ)·attn[:, 1::2]; no norm, no λ_init"),
+    "v2_blog": Source("blog", "Microsoft, Differential Transformer V2 (Hugging Face blog, 2026-01-20): stock "
+                              "FlashAttention kernel; same KV cache as the baseline; decoding 'matches' the baseline; "
+                              "LM loss 0.02-0.03 lower than the Transformer at 1T tokens; fewer loss and gradient spikes "
+                              "at large learning rates; V1's per-head RMSNorm blamed for late-training instability"),
+    "v2_ablation": Source("blog", "V2 blog, design ablations: pairing heads from different GQA groups gives loss spikes "
+                                  "and higher loss; λ without the sigmoid is less stable; no λ gives higher loss"),
+    "v2_no_evals": Source("blog", "The V2 blog publishes loss and stability only: no retrieval, hallucination or "
+                                  "long-context evaluations (listed as future work)"),
+    "convert_axolotl": Source("code", "axolotl-ai-cloud/diff-transformer plugin/convert.py (axolotl PR #2197): Llama → "
+                                      "DiffLlama by doubling q/k heads, output preserved at conversion; no quality "
+                                      "results published"),
+    "convert_difflora": Source("paper", "DiffLoRA, arXiv 2507.23588: LoRA on both attention terms; below other PEFT "
+                                        "methods on most tasks, +11 points over LoRA on HumanEval"),
+    "unilm_1663": Source("issue", "microsoft/unilm issue #1663: a user reports no gain from DIFF at 10B tokens"),
+    "seed_lora_q": Source(HYPOTHESIS, "seed 002: 'a LoRA on the Q projection can approximate DIFF' (UNVERIFIED; "
+                                      "lesson 13's CPU study measures one LoRA-only warm start: measured_warmstart)"),
+    "seed_16k": Source(HYPOTHESIS, "seed 002: 'under 16k the noise floor is negligible' and 'large gains above 32k' "
+                                   "come without a source; Table 2 shows gains at 4K"),
+    "warm_start_v2": Source("computed", "diffattn.warmstart.convert (lesson 13, `python -m diffattn convert`): both "
+                                        "queries of each V2 pair copy the trained head, W_λ = 0 (σ = ½) and W_O × 2, "
+                                        "so the logits are unchanged at step 0 (tests/test_13_convert.py: ≤ 1e-5 in "
+                                        "fp32); a zeroed second query or an undoubled W_O fails that test"),
+    "global_layers": Source(HYPOTHESIS, "a sliding layer's softmax spreads over at most its window, so its noise "
+                                        "floor does not grow with the context; DIFF on global layers only is untested"),
+    "accounting": Source("computed", "diffattn.pure.accounting (lesson 04): parameters, KV cache and FLOPs per variant "
+                                     "against the fair baselines (h heads; 2h query heads for V2), under tests"),
+    "roofline": Source("computed", "diffattn.pure.roofline (lesson 12): decode step time = max(FLOPs / peak, bytes / "
+                                   "bandwidth) at the machine's ceilings, and the crossover batch B*"),
+    "rule_6n": Source("computed", "training FLOPs ≈ 3 × forward FLOPs per token × tokens (backward ≈ 2 × forward, "
+                                  "the convention of the 6N rule)"),
+    "rollback": Source("proposal", "a decision rule this course proposes, not a published result"),
+}
+
+
+def measured_loss(path: Path | None = None) -> dict | None:
+    """Final validation loss minus the baseline's, paired by seed: {variant: {"mean", "min", "max"}} plus the run's
+    preset, task, seeds, tokens and file; None when the file is absent (a fresh clone has it: it ships)."""
+    path = path or outputs_dir() / "compare" / "cpu-small-text" / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    final = {variant: {run["seed"]: run["curve"]["val_loss"][-1] for run in record["runs"]}
+             for variant, record in summary["variants"].items()}
+    base = final["baseline"]
+    gaps = {}
+    for variant, losses in final.items():
+        paired = [losses[seed] - base[seed] for seed in losses if seed in base]
+        if variant != "baseline" and paired:
+            gaps[variant] = {"mean": statistics.fmean(paired), "min": min(paired), "max": max(paired), "pairs": len(paired)}
+    return {"file": _shown(path), "preset": summary["preset"], "task": summary["task"], "seeds": len(summary["seeds"]),
+            "tokens": summary["tokens"], "gap": gaps}
+
+
+def measured_ops(path: Path | None = None) -> dict | None:
+    """Each attention op's forward+backward time over the baseline's, on the benchmark's first shape (CPU)."""
+    path = path or outputs_dir() / "bench" / "cpu.json"
+    try:
+        bench = json.loads(path.read_text())
+        rows = bench["attention_ops"]
+        shape = rows[0]["shape"]
+        times = {row["op"]: row["fwd_bwd_ms"] for row in rows if row["shape"] == shape and "fwd_bwd_ms" in row}
+        ratios = {op: ms / times["baseline"] for op, ms in times.items() if op != "baseline"}
+    except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError):
+        return None
+    return {"file": _shown(path), "device": bench.get("device"), "dtype": bench.get("dtype"), "date": bench.get("date"),
+            "shape": shape, "ratio": ratios}
+
+
+def measured_decode(folder: Path | None = None) -> dict | None:
+    """Lesson 12's measured decode steps, if a JSON file in outputs/bench/ holds them: a top-level "decode" list of
+    {"variant", "context", "batch", "step_ms"} rows (the contract this reader asks of lesson 12's benchmark).
+    Returns each variant's step time over the baseline's at the largest context measured at batch 1, or None."""
+    folder = folder or outputs_dir() / "bench"
+    for path in sorted(folder.glob("*.json")):
+        try:
+            rows = json.loads(path.read_text()).get("decode")
+            rows = [r for r in rows if r["batch"] == 1] if isinstance(rows, list) else []
+            context = max(r["context"] for r in rows)
+            steps = {r["variant"]: r["step_ms"] for r in rows if r["context"] == context}
+            ratios = {v: ms / steps["baseline"] for v, ms in steps.items() if v != "baseline"}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
+            continue
+        return {"file": _shown(path), "context": context, "batch": 1, "ratio": ratios}
+    return None
+
+
+def measured_warmstart(path: Path | None = None) -> dict | None:
+    """Lesson 13's study: each arm's final answer loss minus the baseline's (mean and t 95% over seeds), the design,
+    and whether any arm's accuracy beat the null in any seed; None when the file is absent or unreadable."""
+    path = path or outputs_dir() / "warmstart" / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+        design, arms = summary["design"], summary["arms"]
+        gaps = {arm: {"mean": a["loss_minus_baseline"]["mean"], "ci95": a["loss_minus_baseline"]["ci95"]}
+                for arm, a in arms.items() if arm != "baseline"}
+        beat = any(s["minus_null"]["above"] for a in arms.values() for s in a["seeds"])
+        return {"file": _shown(path), "task": design["task"], "preset": design["preset"], "seeds": len(design["seeds"]),
+                "steps": (design["pretrain_steps"], design["continue_steps"]), "gap": gaps, "beats_null": beat,
+                "null": (summary["null"]["rule"], summary["null"]["value"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the repository when it lies inside it (what a plan quotes), else as given."""
+    try:
+        return str(path.resolve().relative_to(outputs_dir().parent))
+    except ValueError:
+        return str(path)
