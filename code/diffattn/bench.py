@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from diffattn.config import PRESETS
-from diffattn.errors import one_line
+from diffattn.errors import ConfigError, one_line
 from diffattn.hardware import cpu_name
+from diffattn.results import write_json_atomic
 from diffattn.nn.kernels import (
     attention,
     diff_v2_gqa_attention,
@@ -274,3 +275,16 @@ def format_report(info: dict) -> str:
                      f"S={s['seq']} d_model={s['heads'] * s['head_dim']}: ours {r['ours_fwd_bwd_ms']:.1f} ms, "
                      f"HF {r['hf_fwd_bwd_ms']:.1f} ms, ours is {r['speedup_vs_hf']:.2f}× as fast")
     return "\n".join(lines)
+
+
+def main(args) -> int:
+    """`python -m diffattn bench attention`: the rows, then exit 1 if any op failed."""
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
+    # written after every op, so that a time limit keeps the rows that finished
+    info = run(device, quick=args.quick, vs_hf=not args.no_hf,
+               saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
+    print(format_report(info))
+    failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})
+    return 1 if failed else 0

@@ -332,22 +332,14 @@ def _require_torch(what: str):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    torch = _require_torch("bench")
+    _require_torch("bench")
     if args.what != "attention":
         from diffattn.perf import suite
 
         return suite.main(args)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
     from diffattn import bench
 
-    # written after every op, so that a time limit keeps the rows that finished
-    info = bench.run(device, quick=args.quick, vs_hf=not args.no_hf,
-                     saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
-    print(bench.format_report(info))
-    failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})
-    return 1 if failed else 0
+    return bench.main(args)
 
 
 def cmd_grade(args: argparse.Namespace) -> int:

@@ -76,13 +76,6 @@ class Verdict:
     error: str | None = None  # the grader failed on this exercise
 
 
-GRADE_MARKER = "mark.grade("
-
-
-def _text(content: str | bytes) -> str:
-    return content if isinstance(content, str) else content.decode("utf-8", errors="replace")
-
-
 def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:
     """The public and hidden test files that can hold lesson `lesson`'s graded tests: test_NN_*.py that carry a grade
     marker, and hidden test files that do not name a lesson (the marker filter picks the right tests out of those).
@@ -91,7 +84,8 @@ def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:
     for path in sorted(files):
         name = path.rsplit("/", 1)[-1]
         lesson_file = re.match(r"^test_(\d\d)_", name)
-        public = path.count("/") == 1 and path.startswith("tests/") and GRADE_MARKER in _text(files[path])
+        marked = "mark.grade(" in (files[path] if isinstance(files[path], str) else files[path].decode("utf-8", "replace"))
+        public = path.count("/") == 1 and path.startswith("tests/") and marked
         hidden = path.startswith("tests/hidden_") and name.startswith("test_")
         if (public or hidden) and lesson_file and lesson_file.group(1) == lesson or (hidden and not lesson_file):
             chosen.append(path)
