@@ -22,7 +22,9 @@ def reparameterized_lambda(
 
     Args:
         lambda_q1, lambda_k1, lambda_q2, lambda_k2: four (d,) tensors, any float dtype (the module keeps them fp32;
-            a bf16 model may hand you bf16 ones).
+            a bf16 model may hand you bf16 ones), whose dot products λ_q1·λ_k1 and λ_q2·λ_k2 are at most 88:
+            exp of a larger one overflows float32, the dtype λ is computed in (trained vectors give dot products
+            near 0).
         lambda_init: the float λ_init of this layer (exercise 05.2).
     Returns:
         A 0-dim tensor (ONE scalar per layer, shared by every head; not one per channel or per head), computed in
@@ -47,7 +49,7 @@ def lambda_init(depth: int) -> float:
     l − 1, so the FIRST layer (depth 0) gets exactly 0.2, and deeper layers approach 0.8.
 
     Args:
-        depth: 0 for the first layer, 1 for the second, ...
+        depth: 0 for the first layer, 1 for the second, ... (an int of any size: far out λ_init is 0.8).
     Returns:
         a Python float.
     Raises:
@@ -66,7 +68,8 @@ def headwise_norm(attn: Tensor, weight: Tensor | None, lambda_init: float, eps: 
 
     Args:
         attn: (b, N, h, 2d), the differential heads' outputs (A1 − λA2)V. Each head i owns the 2d channels
-            attn[:, :, i, :].
+            attn[:, :, i, :]. Entries of size up to 1e18, as the official RMSNorm: x² is computed in float32 and
+            would overflow beyond ~1.8e19.
         weight: (2d,) learnable scale shared by ALL heads, or None (no scale).
         lambda_init: the layer's λ_init.
         eps: added to the mean square.

@@ -35,7 +35,8 @@ def v1_forward(attn: nn.Module, x: Tensor, rope: tuple[Tensor, Tensor], lam: flo
 
     Args:
         attn: the layer; x: (b, N, d_model); rope: (cos, sin) for positions 0 … N−1, as the model passes them.
-        lam: any finite float (λ is unconstrained in V1; negative values are allowed).
+        lam: any finite float up to 1e15 in size (λ is unconstrained in V1; negative values are allowed). The result
+            is the layer's own computation, whose float32 RMSNorm squares λ·A2V: far beyond 1e15 it overflows.
     Returns:
         (b, N, d_model), same dtype as x.
     Raises:

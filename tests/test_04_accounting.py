@@ -130,6 +130,40 @@ def test_attention_params_rejects_impossible_layouts(impl):
             impl.attention_params(*args)
 
 
+@pytest.mark.grade("04.1", points=1)
+def test_attention_params_checks_the_whole_layout_for_every_variant(impl):
+    """Every variant refuses what the module docstring lists, even where its own formula would not need the check
+    (the baseline count never divides h by h_kv; only DIFF V1 halves h_kv, but any odd h_kv is refused)."""
+    for variant in acc.VARIANTS:
+        for args, why in [((4096, 32, 128, 5), "5 KV heads do not divide 32 query heads"),
+                          ((768, 6, 128, 4), "4 KV heads do not divide 6 query heads (though 4 divides 2h = 12)"),
+                          ((4096, 32, 128, 64), "more KV heads than query heads"),
+                          ((4096, 32, 128, -32), "negative kv_heads"),
+                          ((4096, 32, -128), "negative head_dim, with a negative h·d ≠ D"),
+                          ((-4096, 32, -128), "D and head_dim both negative, though h·d = D")]:
+            with refuses(ValueError, f"attention_params({variant!r}, {', '.join(map(str, args))}) ({why})"):
+                impl.attention_params(variant, *args)
+    for args in [(1536, 12, 128, 3), (4096, 32, 128, 1), (1536, 12, 128, 12 // 4)]:
+        with refuses(ValueError, f"attention_params('diff_v1', {', '.join(map(str, args))}) (odd kv_heads: V1 has "
+                                 f"kv_heads/2 KV heads)"):
+            impl.attention_params("diff_v1", *args)
+
+
+@pytest.mark.grade("04.1", points=1)
+@PROPERTY
+@given(st.integers(1, 2**20).map(lambda k: 4 * k), st.integers(2**26, 2**40), st.sampled_from([1, 2]))
+def test_attention_params_exact_for_huge_sizes(impl, heads, head_dim, group):
+    """"Count integers exactly": any positive sizes, however large; a float step (h / 2) rounds beyond 2**53."""
+    kv, hidden = heads // group, heads * head_dim  # kv even: heads is a multiple of 4
+    base = hidden * heads * head_dim + 2 * hidden * kv * head_dim + heads * head_dim * hidden
+    for variant, want in [("baseline", base), ("diff_v1", base + 6 * head_dim),
+                          ("diff_v2", base + hidden * heads * head_dim + hidden * heads),
+                          ("baseline_2h", base + 2 * hidden * heads * head_dim)]:
+        got = impl.attention_params(variant, hidden, heads, head_dim, kv)
+        assert got == want, f"{NAMES[variant]} attention parameters ({layout_of(hidden, heads, head_dim, kv)}): " \
+                            f"{counted(got, want)}; count in integers, not floats"
+
+
 # ------------------------------------------------------------------------------------------------ graded: 04.2
 
 
@@ -205,6 +239,38 @@ def test_kv_cache_rejects_impossible_layouts(impl):
     ]:
         with refuses(ValueError, f"kv_cache_bytes_per_token{args} ({why})"):
             impl.kv_cache_bytes_per_token(*args)
+
+
+@pytest.mark.grade("04.2", points=1)
+def test_kv_cache_checks_every_size_and_the_whole_layout_for_every_variant(impl):
+    """layers ≥ 1 and bytes_per_value ≥ 1 on both sides of zero, and the module docstring's layout rules for every
+    variant, though the baseline's cache (layers · 2 · h_kv · d · bytes) never uses h."""
+    for variant in acc.VARIANTS:
+        for args, why in [((-32, 32, 128, 8), "negative layers"),
+                          ((32, 32, 128, 8, -2), "negative bytes per value"),
+                          ((-32, 32, 128, 8, -2), "negative layers and bytes per value (a positive product)"),
+                          ((32, 32, 128, 5), "5 KV heads do not divide 32 query heads"),
+                          ((32, 6, 128, 4), "4 KV heads do not divide 6 query heads (though 4 divides 2h = 12)"),
+                          ((32, 32, 128, 64), "more KV heads than query heads"),
+                          ((32, -32, -128, -8), "negative heads, head_dim and kv_heads (a negative product)")]:
+            with refuses(ValueError, f"kv_cache_bytes_per_token({variant!r}, {', '.join(map(str, args))}) ({why})"):
+                impl.kv_cache_bytes_per_token(variant, *args)
+    with refuses(ValueError, "kv_cache_bytes_per_token('diff_v1', 32, 12, 128, 3) (odd kv_heads: V1 has "
+                             "kv_heads/2 KV heads)"):
+        impl.kv_cache_bytes_per_token("diff_v1", 32, 12, 128, 3)
+
+
+@pytest.mark.grade("04.2", points=1)
+@PROPERTY
+@given(st.integers(1, 2**20).map(lambda k: 2 * k), st.integers(2**26, 2**40), st.integers(1, 2**30),
+       st.sampled_from([1, 2, 3, 2**31 + 1]))
+def test_kv_cache_exact_for_huge_sizes(impl, heads, head_dim, layers, bytes_per_value):
+    """Exact integers for any positive sizes: a float step (h_kv / 2, or d · 2.0) rounds beyond 2**53."""
+    want = layers * 2 * heads * head_dim * bytes_per_value
+    for variant in acc.VARIANTS:
+        got = impl.kv_cache_bytes_per_token(variant, layers, heads, head_dim, heads, bytes_per_value)
+        assert got == want, (f"{cache_of(variant, layers, heads, head_dim, heads, bytes_per_value)}: "
+                             f"{counted(got, want)}; count in integers, not floats")
 
 
 # ------------------------------------------------------------------------------------------------ validation

@@ -3,7 +3,8 @@
 Every test calls `impl.<function>` (tests/adapters.py), so `--impl exercises` grades the stubs in
 exercises/ex05_diff_v1.py and `--impl tests.wrong.w05_*` proves these tests reject known mistakes.
 References are written inline from the formulas, in float64. Tolerances: λ 1e-6 (float32 result), λ_init 1e-12,
-norm 1e-5 (float32 inputs), 2e-2 (bfloat16) and 1e-2 (float16).
+norm 1e-5 (float32 inputs), 2e-2 (bfloat16) and 1e-2 (float16); the documented order of the half-precision norm is
+checked entry by entry (at most 1% of entries one ulp off, see test_half_precision_heads_follow_the_documented_order).
 """
 
 from __future__ import annotations
@@ -107,6 +108,40 @@ def test_lambda_is_unconstrained_and_differentiable(impl):
         f"∂λ/∂λ_q2 = −exp(λ_q2·λ_k2)·λ_k2: expected {show(grad)} in each of 8 entries, got {show(q2.grad)}"
 
 
+@pytest.mark.grade("05.1", points=1)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64], ids=["float16", "float64"])
+def test_lambda_of_any_float_dtype(impl, dtype):
+    """"Any float dtype ... computed in float32": float16 vectors too (not only bfloat16), float64 may stay float64.
+    Tolerance 1e-6: a float32 computation from the same (exactly representable) entries is off by ~1e-7 at d = 128,
+    one done in float16 by ~1e-3."""
+    vectors = _vectors(128, 0.3, dtype, seed=7)
+    got = impl.reparameterized_lambda(*vectors, 0.2)
+    assert isinstance(got, torch.Tensor) and got.dim() == 0, \
+        f"λ from {dtype} vectors (d=128): λ is ONE scalar, a 0-dim tensor; got {show(got)}"
+    allowed = (torch.float32, torch.float64) if dtype == torch.float64 else (torch.float32,)
+    assert got.dtype in allowed, f"λ from {dtype} vectors (d=128): must be float32, got {got.dtype}"
+    want = _lambda64(*vectors, 0.2)
+    assert abs(got.item() - want) < 1e-6, (f"λ from {dtype} vectors (d=128, λ_init=0.2): expected {precise(want)}, "
+                                           f"got {precise(got.item())}; upcast to float32 before multiplying")
+
+
+@pytest.mark.grade("05.1", points=1)
+def test_lambda_with_dot_products_up_to_88(impl):
+    """Extreme but valid: dot products up to 88 keep exp finite in float32 (exp(88) ≈ 1.65e38). Entries 2 and 2.75
+    over d = 16 make the dot product exactly 88 in any summation order; exp is then off by a float32 ulp or two,
+    hence the relative tolerance 1e-6."""
+    big, small, zero = torch.full((16,), 2.0), torch.full((16,), 2.75), torch.zeros(16)
+    got = impl.reparameterized_lambda(big, small, big, small, 0.3)
+    assert abs(got.item() - 0.3) < 1e-6, (f"λ with λ_q1·λ_k1 = λ_q2·λ_k2 = 88: exp(88) − exp(88) + λ_init is λ_init "
+                                          f"= 0.3, got {precise(got.item())}")
+    for q1, k1, q2, k2, sign in [(big, small, zero, zero, 1.0), (zero, zero, big, small, -1.0)]:
+        got = impl.reparameterized_lambda(q1, k1, q2, k2, 0.3)
+        want = sign * (math.exp(88.0) - 1.0) + 0.3
+        assert abs(got.item() - want) <= 1e-6 * abs(want), (
+            f"λ with dot products {'88 and 0' if sign > 0 else '0 and 88'}: expected {precise(want)}, "
+            f"got {precise(got.item())} (relative tolerance 1e-6)")
+
+
 # ---- 05.2 ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.grade("05.2", points=2)
@@ -132,6 +167,17 @@ def test_first_layer_is_0_2(impl):
 def test_negative_depth_is_rejected(impl, depth):
     with refuses(ValueError, f"lambda_init(depth={depth}), a negative depth", mentioning="depth"):
         impl.lambda_init(depth)
+
+
+@pytest.mark.grade("05.2", points=1)
+@pytest.mark.parametrize("depth", [2366, 2367, 10_000, 10**400], ids=["2366", "2367", "10000", "10**400"])
+def test_lambda_init_of_very_deep_layers(impl, depth):
+    """Any int depth >= 0: exp(−0.3·depth) underflows to 0 from depth ~2500 on, and λ_init is 0.8; no step may
+    overflow instead (exp(0.3·depth) from 2367, a float conversion of 10**400)."""
+    want = 0.8 - 0.6 * math.exp(-0.3 * min(depth, 10_000))  # the term is exactly 0 from 10,000 on
+    got = impl.lambda_init(depth)
+    assert abs(got - want) < 1e-12, (f"λ_init(depth={depth if depth < 10**9 else '10**400'}) = 0.8 − "
+                                     f"0.6·exp(−0.3·depth): expected {precise(want)}, got {precise(got)}")
 
 
 # ---- 05.3 ---------------------------------------------------------------------------------------------------------
@@ -223,3 +269,56 @@ def test_weight_is_shared_across_heads_and_dtype_is_kept(impl):
     assert torch.allclose(got.double(), expected, rtol=1e-2, atol=1e-2), (
         f"headwise_norm of float16 heads of size ~400 (mean(x²) overflows float16: upcast to float32): "
         f"{first_far(got.double(), expected, 1e-2, 1e-2)}")
+
+
+def _norm_in_documented_order(attn, weight, init: float, eps: float):
+    """The docstring's three lines in its order: the RMS step in float32 and one cast back, then the weight and
+    (1 − λ_init) in attn's dtype (weight None or of attn's dtype, so every step's dtype is fixed)."""
+    x = attn.float()
+    y = (x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)).to(attn.dtype)
+    if weight is not None:
+        y = y * weight
+    return y * (1 - init)
+
+
+@pytest.mark.grade("05.3", points=1)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_half_precision_heads_follow_the_documented_order(impl, dtype):
+    """Tolerance: two float32 computations of x / RMS(x) differ by a few float32 ulps (~1e-7 relative), which moves
+    the cast back to bf16/fp16 (an ulp of 2^-8 / 2^-11 relative) in about 1 entry in 10^4 and by one ulp; so at most
+    1% of the 2,560 entries may differ, each by at most one ulp (relative 2^-7 / 2^-10). Rounding the factor
+    1/RMS to attn's dtype first and multiplying there (a second rounding) moves ~20% of them."""
+    ulp = 2.0 ** -7 if dtype == torch.bfloat16 else 2.0 ** -10
+    attn = (3 * _heads(8, shape=(4, 10, 4, 16), offset=0.3)).to(dtype)
+    weight = (1.0 + 0.1 * _heads(9, shape=(16,))).to(dtype)
+    for w in (None, weight):
+        got = impl.headwise_norm(attn, w, 0.3555)
+        want = _norm_in_documented_order(attn, w, 0.3555, 1e-5)
+        assert got.dtype == dtype and got.shape == want.shape, \
+            f"headwise_norm of {dtype} heads: expected {dtype} of shape {tuple(want.shape)}, got {show(got)}"
+        far = got.double() != want.double()
+        what = f"headwise_norm of {dtype} heads ({'no weight' if w is None else 'a ' + str(dtype) + ' weight'})"
+        share = far.float().mean().item()
+        assert share <= 0.01, (
+            f"{what}: {int(far.sum())} of {far.numel()} entries differ from x / RMS(x) computed in float32 and cast "
+            f"back once, then × weight, then × (1 − λ_init) (at most 1% may, by rounding); e.g. "
+            f"{first_far(got.double(), want.double(), 0.0, 0.0)}")
+        assert torch.allclose(got.double(), want.double(), rtol=ulp, atol=0.0), \
+            f"{what}: one {dtype} ulp at most: {first_far(got.double(), want.double(), 0.0, ulp)}"
+
+
+@pytest.mark.grade("05.3", points=1)
+@pytest.mark.parametrize("dtype, size, eps", [(torch.float32, 1e18, 1e-5), (torch.bfloat16, 1e18, 1e-5),
+                                              (torch.float16, 6e4, 1e-5), (torch.float32, 1e-18, 0.0)],
+                         ids=["float32-1e18", "bfloat16-1e18", "float16-6e4", "float32-1e-18-eps0"])
+def test_headwise_norm_of_extreme_but_valid_heads(impl, dtype, size, eps):
+    """Entries up to 1e18 (their squares stay below float32's largest, ~3.4e38: the docstring's range), float16
+    entries near its largest (65504), and heads of 1e-18 with eps = 0 (squares of 1e-36, still normal float32).
+    Tolerance as the dtype's other tests: float32 1e-5, bf16 2e-2, fp16 1e-2 (relative and absolute)."""
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 1e-2}[dtype]
+    attn = (size * _heads(11, shape=(1, 3, 2, 8)).clamp(-1, 1)).to(dtype)
+    got = impl.headwise_norm(attn, None, 0.2, eps=eps)
+    want = _norm64(attn, None, 0.2, eps)
+    assert torch.allclose(got.double(), want, rtol=tol, atol=tol), (
+        f"headwise_norm of {dtype} heads with entries up to {size:g}, eps={eps:g} (mean(x²) in float32): "
+        f"{first_far(got.double(), want, tol, tol)}")

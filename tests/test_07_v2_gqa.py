@@ -106,9 +106,10 @@ def test_query_head_groups_for_64_query_heads_over_8_kv_heads(impl):
 
 
 @pytest.mark.grade("07.1", points=0.5)
-@pytest.mark.parametrize("q_heads, kv_heads", [(6, 4), (8, 3), (4, 0), (0, 2)])
+@pytest.mark.parametrize("q_heads, kv_heads", [(6, 4), (8, 3), (4, 0), (0, 2), (4, -2), (-4, 2), (-4, -4)])
 def test_query_head_groups_rejects_impossible_groupings(impl, q_heads, kv_heads):
-    why = ("no KV heads" if kv_heads == 0 else "no query heads" if q_heads == 0
+    """Counts must be > 0 on both sides of zero: −4 % 2 and 4 % −2 are 0, so the multiple check alone passes them."""
+    why = ("a count <= 0" if q_heads <= 0 or kv_heads <= 0
            else f"{kv_heads} KV heads do not divide {q_heads} query heads")
     with refuses(ValueError, f"query_head_groups({q_heads}, {kv_heads}) ({why})"):
         impl.query_head_groups(q_heads, kv_heads)
@@ -137,6 +138,38 @@ def test_pairs_never_cross_a_gqa_group_and_bad_shapes_raise(impl):
                               (k, v[:, :2], "3 keys but 2 values")):
         with refuses(ValueError, f"diff_v2_gqa_attention with {why}"):
             impl.diff_v2_gqa_attention(q, bad_k, bad_v, lam)
+
+
+@pytest.mark.grade("07.1", points=1)
+def test_every_shape_is_checked_on_every_axis(impl):
+    """The docstring's shapes, each axis on its own: λ logits (b, N, h) on the token axis too (a (b, 1, h) tensor would
+    broadcast over the tokens), K and V with the same KV heads, batch and head_dim each, and 2h a multiple of h_kv."""
+    q, k, v, lam = random_inputs(2, 3, 3, 8, 2, HEAD_DIM)
+    cases = [((q, k, v, lam[:, :1]), "λ logits of shape (2, 1, 4): one per sequence, not per token (need (2, 3, 4))"),
+             ((q, k, v, lam[:, :, None]), "λ logits of shape (2, 3, 1, 4)"),
+             ((q, k, torch.cat([v, v], dim=-1), lam), "values of head_dim 8 over keys and queries of head_dim 4"),
+             ((q, k, v[..., :2], lam), "values of head_dim 2 over keys and queries of head_dim 4"),
+             ((q, k[:, :, :1], v, lam), "1 key head but 2 value heads"),
+             ((q, k, v[:, :, :1], lam), "2 key heads but 1 value head"),
+             ((q, k[:1], v, lam), "K of batch 1, Q and V of batch 2"),
+             ((q, k, v[:1], lam), "V of batch 1, Q and K of batch 2"),
+             (random_inputs(2, 3, 3, 8, 3, HEAD_DIM), "8 query heads over 3 KV heads (3 does not divide 8)"),
+             (random_inputs(2, 3, 3, 6, 4, HEAD_DIM), "6 query heads over 4 KV heads (4 does not divide 6)")]
+    for args, why in cases:
+        with refuses(ValueError, f"diff_v2_gqa_attention with {why}"):
+            impl.diff_v2_gqa_attention(*args)
+
+
+@pytest.mark.grade("07.1", points=0.5)
+@pytest.mark.parametrize("scale", [50.0, 1e3, 1e30], ids=["50", "1e3", "1e30"])
+def test_any_finite_lambda_logit(impl, scale):
+    """Extreme but valid logits: σ(λ) of a float32 logit of ±89 or beyond is 0 or 1 (exp(λ) overflows float32 from
+    88.7, so exp(λ)/(1 + exp(λ)) is inf/inf = NaN there). Tolerance ATOL, as every float32 output here."""
+    q, k, v, lam = random_inputs(2, 4, 4, 8, 2, HEAD_DIM, seed=11)
+    lam = scale * lam  # N(0, 2)·scale: both signs, most entries far past ±88.7 for scale ≥ 1e3
+    assert_matches(impl.diff_v2_gqa_attention(q, k, v, lam), reference(q, k, v, lam, True),
+                   f"V2 GQA output with λ logits of size up to {lam.abs().max().item():.3g} (8 query heads over 2 KV "
+                   f"heads, causal)")
 
 
 @pytest.mark.grade("07.1", points=2)

@@ -87,7 +87,7 @@ def with_v1_lambda(attn: DiffAttentionV1, value: float) -> DiffAttentionV1:
             p.zero_()
         twin.lambda_q1[0], twin.lambda_k1[0], twin.lambda_q2[0], twin.lambda_k2[0] = a, 1.0, b, 1.0
     got = twin.lambda_full().item()
-    assert abs(got - value) < 1e-5, \
+    assert abs(got - value) < 1e-5 * max(1.0, abs(value)), \
         f"the test's V1 reference: λ vectors rewritten for λ = {value} give λ = {show(got)} (a bug in the test itself)"
     return twin
 
@@ -215,6 +215,37 @@ def test_v1_forward_leaves_the_layer_as_it_was(impl, v1_model):
             impl.v1_forward(attn, x, rope, bad)
 
 
+@pytest.mark.grade("11.1", points=1)
+@pytest.mark.parametrize("lam", [1e6, -1e6, 1e15, -1e15], ids=["1e6", "-1e6", "1e15", "-1e15"])
+def test_v1_forward_with_a_huge_lambda(impl, lam):
+    """Extreme but valid: |λ| up to 1e15 (the docstring's range) in a float32 layer, where λ·A2V dominates the head;
+    the per-head RMSNorm makes the output that of −sign(λ)·A2V, of order 1, so the tolerance stays atol 1e-5."""
+    attn = random_v1_layer()
+    x, rope = layer_input(attn, seed=8)
+    with torch.no_grad():
+        expected = with_v1_lambda(attn, lam)(x, rope)
+    close(impl.v1_forward(attn, x, rope, lam).detach(), expected,
+          f"v1_forward on a GQA V1 layer with λ = {lam:g}, vs the layer with its λ vectors rewritten to give it")
+
+
+@pytest.mark.grade("11.1", points=1)
+def test_v1_forward_in_a_float16_layer(impl):
+    """The layer's own order of dtypes: heads in the layer's float16, their RMS in float32 (its RMSNorm), output
+    float16 like x. Inputs of size ~300 give heads whose squares pass float16's largest value (65504), so a mean square
+    taken in float16 is inf and zeroes the heads (an error of ~1). Tolerance 1e-2: keeping A1V − λ·A2V in float32
+    instead of rounding it to float16 (2^-11 relative) moves outputs of size ~1 by < 1e-3."""
+    attn = random_v1_layer().half()  # the λ vectors stay float32, as in every V1 layer
+    x, rope = layer_input(attn, seed=9)
+    x = (300 * x).half()
+    for lam in (0.6, -1.5):
+        with torch.no_grad():
+            expected = with_v1_lambda(attn, lam)(x, rope)
+        got = impl.v1_forward(attn, x, rope, lam).detach()
+        assert got.dtype == torch.float16, f"v1_forward on a float16 V1 layer must return float16 (x's dtype), got {got.dtype}"
+        close(got, expected, f"v1_forward on a float16 GQA V1 layer with inputs of size ~300 and λ = {lam}, vs the "
+                             f"layer with its λ vectors rewritten to give it", atol=1e-2)
+
+
 # ---- 11.2 ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.grade("11.2", points=1)
@@ -234,7 +265,7 @@ def test_v2_forward_replaces_the_gate(impl, v2_model, layer):
 def test_v2_forward_rejects_coefficients_outside_0_1(impl, v2_model):
     attn = v2_model.blocks[0].attn
     x, rope = layer_input(attn, seed=4)
-    for bad in (0.0, 1.0, -0.2, 1.5, math.nan, math.inf):
+    for bad in (0.0, 1.0, -0.2, 1.5, math.nan, math.inf, -math.inf):
         with refuses(ValueError, f"v2_forward with gate {bad} (a gate σ(λ) lies strictly between 0 and 1)"):
             impl.v2_forward(attn, x, rope, bad)
 
@@ -332,6 +363,29 @@ def test_sweep_refuses_bad_settings_before_evaluating(impl, v1_model, v2_model, 
         impl.sweep_model(baseline, [0.5], Recorder(tokens))
 
 
+@pytest.mark.grade("11.3", points=1)
+def test_sweep_checks_the_model_and_every_value_up_front(impl, v1_model, v2_model, tokens):
+    """Refused before evaluate runs, on both sides of each bound: V1 ±inf, V2 below 0, above 1 and ±inf, wherever the
+    bad value sits; a model that is not a DIFF model even with no values to sweep; and an empty sweep of a DIFF model
+    is simply no scores."""
+    for model, values in ((v1_model, [-math.inf]), (v1_model, [0.3, -math.inf]), (v2_model, [-0.2]),
+                          (v2_model, [0.5, 1.5]), (v2_model, [math.inf]), (v2_model, [0.5, -math.inf])):
+        why = "a gate lies strictly between 0 and 1" if model is v2_model else "λ must be finite"
+        sweep = f"sweep_model of the {'DIFF V2' if model is v2_model else 'DIFF V1'} model over {show(values)}"
+        record = Recorder(tokens)
+        with refuses(ValueError, f"{sweep} ({why})"):
+            impl.sweep_model(model, values, record)
+        assert record.logits == [], \
+            f"{sweep}: a bad value must be refused before evaluate runs; evaluate ran {len(record.logits)} time(s)"
+    baseline = GPT(matched_configs(BASE)["baseline"]).eval()
+    with refuses(ValueError, "sweep_model of a baseline model over [] (not a DIFF model, whatever the values)"):
+        impl.sweep_model(baseline, [], Recorder(tokens))
+    record = Recorder(tokens)
+    got = impl.sweep_model(v1_model, [], record)
+    assert got == [] and record.logits == [], (f"sweep_model of the DIFF V1 model over []: expected no scores and no "
+                                               f"evaluation, got {show(got)} after {len(record.logits)} evaluation(s)")
+
+
 # ---- 11.4 ---------------------------------------------------------------------------------------------------------
 
 def listed(xs) -> str:
@@ -385,3 +439,22 @@ def test_best_value_matches_the_first_maximum(impl, scores):
     got = impl.best_value(values, scores)
     want = oracle(values, scores)
     assert got == want, f"{case}: the first highest score (NaN ignored) is at value {want}; got {show(got)}"
+
+
+@pytest.mark.grade("11.4", points=1)
+def test_best_value_of_extreme_scores_and_lengths(impl):
+    """Every finite or infinite score can win: all −inf (−loss with an infinite loss is not NaN) gives the first
+    value, +inf beats everything and ties like any score; lengths must agree on both sides."""
+    for values, scores, want, why in [
+        ([0.2, 0.5, 0.8], [-math.inf, -math.inf, -math.inf], 0.2, "every score −inf: a tie, the first wins"),
+        ([0.2, 0.5], [math.nan, -math.inf], 0.5, "−inf is a score, NaN is none"),
+        ([0.2, 0.5, 0.8], [1.0, math.inf, math.inf], 0.5, "the first +inf wins"),
+        ([0.2, 0.5, 0.8], [-1e308, -math.inf, -1.7e308], 0.2, "−1e308 is the highest"),
+    ]:
+        case = f"best_value({listed(values)}, {listed(scores)})"
+        got = impl.best_value(values, scores)
+        assert got == want, f"{case}, {why}: expected {want}, got {show(got)}"
+    for values, scores in (([0.2], [0.1, 0.9]), ([0.2, 0.5], [0.1, 0.9, 0.3]), ([], [0.4])):
+        with refuses(ValueError, f"best_value({listed(values)}, {listed(scores)}) ({len(values)} values but "
+                                 f"{len(scores)} scores)"):
+            impl.best_value(values, scores)

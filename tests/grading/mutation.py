@@ -47,14 +47,24 @@ def module_file(module: str) -> Path:
     return ROOT / "code" / Path(*module.split(".")).with_suffix(".py")
 
 
-def reachable(module: str, start: str) -> set[str]:
-    """`start` and every top-level function of `module` it calls, directly or through another one."""
+def given(stub_module: str) -> set[str]:
+    """Library functions the exercise's stub hands to students ("You may use torch, `diffattn.nn.kernels.attention`
+    and ...;" in its docstring): they call them, they do not re-implement them, so mutants of them (and of what only
+    they call) say nothing about the exercise's tests."""
+    text = ast.get_docstring(ast.parse((ROOT / "exercises" / f"{stub_module}.py").read_text(encoding="utf-8"))) or ""
+    allowed = re.search(r"You may use(.*?);", text, re.DOTALL)
+    return {n.rsplit(".", 1)[-1] for n in re.findall(r"`(diffattn\.[\w.]+)`", allowed.group(1))} if allowed else set()
+
+
+def reachable(module: str, start: str, stop: set[str] = frozenset()) -> set[str]:
+    """`start` and every top-level function of `module` it calls, directly or through another one, except the
+    functions in `stop` (and what only they call)."""
     tree = ast.parse(module_file(module).read_text(encoding="utf-8"))
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     seen, todo = set(), [start]
     while todo:
         name = todo.pop()
-        if name in seen or name not in defs:
+        if name in seen or name not in defs or (name in stop and name != start):
             continue
         seen.add(name)
         todo += [c.func.id for c in ast.walk(defs[name]) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)]
@@ -64,11 +74,11 @@ def reachable(module: str, start: str) -> set[str]:
 def targets(lesson: str) -> dict[str, dict[str, set[str]]]:
     """part -> {module: functions whose mutants count for it}."""
     found: dict[str, dict[str, set[str]]] = {}
-    for part, (_, _, functions) in EXERCISES.items():
+    for part, (_, stub_module, functions) in EXERCISES.items():
         if part.startswith(f"{lesson}."):
             for name in functions:
                 module = defining_module(name)
-                found.setdefault(part, defaultdict(set))[module] |= reachable(module, name)
+                found.setdefault(part, defaultdict(set))[module] |= reachable(module, name, given(stub_module))
     return found
 
 

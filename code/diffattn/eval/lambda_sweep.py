@@ -91,7 +91,8 @@ def patched(model: nn.Module, value: float | None, mode: str = "fixed") -> Itera
 
 
 def v1_forward(attn: DiffAttentionV1, x: Tensor, rope: tuple[Tensor, Tensor], lam: float) -> Tensor:
-    """The V1 layer's output (b, N, d_model) with its λ replaced by `lam` (λ_init and everything else as trained)."""
+    """The V1 layer's output (b, N, d_model) with its λ replaced by `lam` (λ_init and everything else as trained).
+    The layer's own arithmetic: |lam| up to 1e15, beyond which its float32 RMSNorm of λ·A2V overflows."""
     check_value("diff_v1", float(lam))
     with _patch_v1(attn, lam, "fixed"):
         return attn(x, rope)
@@ -107,8 +108,10 @@ def v2_forward(attn: DiffAttentionV2, x: Tensor, rope: tuple[Tensor, Tensor], ga
 def sweep_model(model: nn.Module, values: Sequence[float], evaluate: Callable[[nn.Module], float],
                  mode: str = "fixed") -> list[float]:
     """evaluate(model) with every DIFF layer patched to each value in turn; the model is restored afterwards."""
+    variant = model.config.attention
+    require(variant in MODES, f"{variant} has no λ to sweep (only diff_v1 and diff_v2 do)")  # also with no values
     for value in values:  # every value is checked before anything runs
-        check_value(model.config.attention, value, mode)
+        check_value(variant, value, mode)
     scores = []
     for value in values:
         with patched(model, value, mode):

@@ -132,7 +132,8 @@ def reparameterized_lambda(
     """V1's λ = exp(λ_q1 · λ_k1) − exp(λ_q2 · λ_k2) + λ_init (paper eq. 2): one 0-dim fp32 scalar per layer.
 
     The four vectors are (d,) each. Everything is computed in fp32 (fp64 if given fp64) whatever the parameter dtype:
-    exp amplifies rounding error, and this single number scales every head of the layer.
+    exp amplifies rounding error, and this single number scales every head of the layer. Dot products are at most 88
+    (exp(88.73) overflows fp32; inf − inf would be NaN): trained vectors give dot products near 0.
     """
     dtype = _compute_dtype(lambda_q1.dtype)
     dot1 = torch.sum(lambda_q1.to(dtype) * lambda_k1.to(dtype))  # λ_q1 · λ_k1, a 0-dim scalar
@@ -141,7 +142,9 @@ def reparameterized_lambda(
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """x / √(mean(x²) + eps) over the last dim, computed in fp32 and cast back, then × weight. No mean-centring."""
+    """x / √(mean(x²) + eps) over the last dim, computed in fp32 and cast back, then × weight. No mean-centring.
+
+    Entries up to ~1e18, as the official RMSNorm: x² is not rescaled, so fp32/bf16 entries above ~1.8e19 square to inf."""
     x32 = x.to(_compute_dtype(x.dtype))
     normed = (x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
     # × weight in the order of the official RMSNorm; the final cast keeps x's dtype when the weight is kept in fp32

@@ -167,6 +167,8 @@ def diff_v2_gqa_attention(
     """
     num_q_heads, num_kv_heads = q.shape[2], k.shape[2]
     check_pairs_share_kv(num_q_heads, num_kv_heads)
+    # V2's values are d wide like its keys (the kernel below would also take a 2d-wide V1 value and return 2d)
+    require(v.shape[-1] == k.shape[-1], f"values must have the keys' head_dim {k.shape[-1]} (got {v.shape[-1]})")
     expected = (q.shape[0], q.shape[1], num_q_heads // 2)
     require(
         tuple(lambda_logits.shape) == expected,

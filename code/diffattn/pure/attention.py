@@ -37,7 +37,11 @@ def lambda_init(depth: int) -> float:
     The paper writes the same schedule with a 1-based layer index l: exp(−0.3·(l − 1)).
     """
     require(depth >= 0, f"depth is 0-based and must be >= 0 (got {depth})")
-    return 0.8 - 0.6 * math.exp(-0.3 * depth)
+    try:
+        decay = math.exp(-0.3 * depth)
+    except OverflowError:  # an int beyond float range (~1.8e308): exp(−0.3·depth) underflowed to 0 long before
+        decay = 0.0
+    return 0.8 - 0.6 * decay
 
 
 def attention_weights(q: Rows, k: Rows, causal: bool = False) -> Matrix:
