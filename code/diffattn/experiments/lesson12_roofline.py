@@ -267,10 +267,10 @@ def report(results: dict) -> str:
         + ", median " + both(lambda r: f"{r['decode_grid']['of_roofline_median']:.2f}")
         + "; points within 2× of it " + both(lambda r: f"{r['decode_grid']['within_2x']}")
         + " of " + str(runs[names[0]]["decode_grid"]["points"]),
-        "  decode model's B* at S = 256, 1,024, 4,096: " + both(lambda r: ", ".join(
+        "  decode model's B* (baseline) at S = 256, 1,024, 4,096: " + both(lambda r: ", ".join(
             _b_star(x) for x in r["decode_grid"]["b_star_decode_model"].values()))
         + "; points the roofline calls compute-bound " + both(lambda r: str(r["decode_grid"]["compute_bound"]))
-        + "; all at or past B*: " + both(lambda r: str(r["decode_grid"]["b_star_agrees"]))]
+        + "; baseline's exactly those at or past its B*: " + both(lambda r: str(r["decode_grid"]["b_star_agrees"]))]
     lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
         f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
     lines.append(f"  training ({runs[names[0]]['train'][next(iter(runs[names[0]]['train']))]['baseline']['steps']} steps "
