@@ -110,7 +110,9 @@ def measured(info: dict) -> dict:
         mine = {(r["batch"], r["context"]): r for r in info["decode"] if r["variant"] == variant and "ms" in r}
         ratios = [r for r in info["decode_ratios"] if r["variant"] == variant]
         decode[variant] = {key: {"ms": mine[point]["ms"], "achieved_GBps": mine[point]["achieved_GBps"],
-                                 "of_roofline": mine[point]["of_roofline"]} for key, point in POINTS.items()}
+                                 "of_roofline": mine[point]["of_roofline"], "intensity": mine[point]["intensity"],
+                                 "compute_bound": mine[point]["bound"] == "compute"}
+                           for key, point in POINTS.items()}
         if ratios:
             decode[variant] |= {"median_time_ratio": statistics.median(r["time_ratio"] for r in ratios),
                                 "median_bytes_ratio": statistics.median(r["bytes_ratio"] for r in ratios),
@@ -135,6 +137,10 @@ def measured(info: dict) -> dict:
             "within_2x": sum(r["of_roofline"] >= 0.5 for r in points), "points": len(points),
             "compute_bound": sum(r["bound"] == "compute" for r in points),
             "b_star_decode_model": b_star_decode,
+            # V2's attention alone on the decode model, FLOPs per fp32 byte of KV read (2g)
+            "v2_attention_flops_per_byte": accounting.decode_flops_per_byte(
+                "diff_v2", info["decode_model"]["n_head"], info["decode_model"]["head_dim"],
+                info["decode_model"]["n_kv_head"], FP32),
             # the roofline says a point is compute-bound exactly when its batch reaches B* at its context
             "b_star_agrees": all((r["bound"] == "compute") == (b_star_decode[str(r["context"])] is not None
                                                                and r["batch"] >= b_star_decode[str(r["context"])])
