@@ -281,6 +281,44 @@ def test_the_lesson_reads_the_committed_runs_and_derives_the_rest():
     assert text.startswith("Lesson 12") and "run1 / run2" in text
 
 
+def test_the_lesson_derives_its_verdicts_from_the_runs_counts():
+    """What lesson 12's prose leans on is computed, not typed: the decode model's B* from the run's own counts equals
+    `crossover_batch` on its config, the training prediction is a FLOP ratio, ranges bracket their medians, and the fp32
+    memory of the Llama-like model is its parameter and KV-cache count times 4 bytes."""
+    import json
+
+    from diffattn import experiments
+    from diffattn.config import accounting_model
+    from diffattn.pure import accounting
+    from diffattn.pure.roofline import crossover_batch
+
+    lesson = experiments.load("12")
+    fp32 = lesson.fp32_memory()
+    assert fp32["param_GB"] == 4 * accounting.model_params(lesson.LLAMA_8B, "baseline")["total"] / 1e9
+    assert fp32["kv_GB_per_sequence"] == 32 * 32768 * 2 * 8 * 128 * 4 / 1e9  # L · S · (K and V) · h_kv · d · 4 B
+    assert fp32["attention_flops_per_byte"] == {"baseline": 2.0, "diff_v2": 4.0}  # g and 2g, halved by fp32
+    assert fp32["sequence_intensity"]["diff_v2"] > fp32["attention_flops_per_byte"]["diff_v2"]  # 2N/k adds on top
+    for name in lesson.RUNS:
+        info = json.loads(lesson.run_path(name).read_text())
+        run = lesson.measured(info)
+        peak, bandwidth = info["roofline"]["peak_GFLOPs"] * 1e9, info["roofline"]["bandwidth_GBps"] * 1e9
+        model = accounting_model(GPTConfig(**info["decode_model"]), "baseline")
+        for context, b_star in run["decode_grid"]["b_star_decode_model"].items():
+            expected = crossover_batch(model, "baseline", int(context), peak, bandwidth, 4)
+            assert b_star == (None if expected is None else pytest.approx(expected))
+        assert run["decode_grid"]["b_star_agrees"]
+        grid = run["decode_grid"]
+        assert grid["GBps_min"] <= grid["b1_GBps_min"] <= grid["b1_GBps_max"] <= grid["GBps_max"]
+        assert grid["of_roofline_min"] <= grid["of_roofline_median"] <= grid["of_roofline_max"]
+        for ceiling in (run["copy"], run["triad"], *run["gemm"].values()):
+            assert ceiling["min"] <= ceiling["median"] <= ceiling["max"]
+        rows = {(r["preset"], r["variant"]): r for r in info["train"]}
+        for preset, variants in run["train"].items():
+            for variant, row in variants.items():
+                assert row["predicted"] == rows[(preset, "baseline")]["flops"] / rows[(preset, variant)]["flops"]
+        assert run["flop_counter"]["with_attention"] == sum(r["backend"] == "math" for r in info["flop_counter"]["rows"])
+
+
 def test_the_lesson_takes_gpu_ceilings_from_a_gpu_run_and_skips_cpu_rehearsals(tmp_path, monkeypatch):
     import json
 

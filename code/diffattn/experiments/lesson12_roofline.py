@@ -14,14 +14,16 @@ machine's ceilings, derived exactly and measured on this course's machine.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
+from diffattn.errors import require
 from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
 from diffattn.pure import accounting
 from diffattn.pure.accounting import KERNEL_ROWS, ModelConfig
-from diffattn.pure.roofline import crossover_batch, ridge_point
+from diffattn.pure.roofline import crossover_batch, decode_step, ridge_point, roofline_crossover
 from diffattn.perf.phases import phase_counts
 
 TITLE = "The roofline: throughput, MFU and decode against this machine's ceilings"
@@ -32,6 +34,8 @@ H200 = {"peak": 989e12, "bandwidth": 4.8e12}  # dense bf16 FLOP/s, HBM3e B/s (da
 CONTEXTS = (256, 1024, 4096, 32768)
 PHASE_CONTEXT = 4096  # prefill vs decode intensity, batch 1
 POINTS = {"b1_s1024": (1, 1024), "b64_s4096": (64, 4096)}  # decode points the lesson quotes
+FP32 = 4  # bytes per value on the CPU
+LONG_CONTEXT = CONTEXTS[-1]
 
 
 def run_path(name: str) -> Path:
@@ -55,7 +59,41 @@ def derived() -> dict:
                                                   tied_embeddings=False)["intensity"]
                for phase in ("prefill", "decode")},
         }
-    return {"model": vars(LLAMA_8B), "h200_ridge": ridge_point(H200["peak"], H200["bandwidth"]), "rows": rows}
+    return {"model": vars(LLAMA_8B), "h200_ridge": ridge_point(H200["peak"], H200["bandwidth"]), "rows": rows,
+            "fp32": fp32_memory()}
+
+
+def fp32_memory() -> dict:
+    """Exact: what the Llama-like model needs in fp32 (the CPU's dtype): its parameters' bytes, one sequence's KV cache
+    at the longest context, and per variant the attention's own FLOPs per KV byte a/k and the whole step's per-sequence
+    intensity (2N + a)/k there, the number that must exceed the ridge for B* to exist."""
+    one_step = {v: decode_step(LLAMA_8B, v, LONG_CONTEXT, 1, FP32) for v in ("baseline", "diff_v2")}
+    kv = {v: step.bytes - FP32 * accounting.matmul_params(LLAMA_8B, v) for v, step in one_step.items()}
+    return {"param_GB": FP32 * accounting.model_params(LLAMA_8B, "baseline")["total"] / 1e9,
+            "kv_GB_per_sequence": kv["baseline"] / 1e9,
+            "attention_flops_per_byte": {v: accounting.decode_flops_per_byte(v, LLAMA_8B.heads, LLAMA_8B.head_dim,
+                                                                             LLAMA_8B.kv_heads, FP32)
+                                         for v in one_step},
+            "sequence_intensity": {v: step.flops / kv[v] for v, step in one_step.items()}}
+
+
+def _spread(summary: dict) -> dict:
+    """A ceiling's median with the min and max of its samples: on a loaded machine the range is the measurement."""
+    return {"median": summary["median"], "min": min(summary["samples"]), "max": max(summary["samples"])}
+
+
+def decode_model_b_star(info: dict, peak: float, bandwidth: float) -> dict:
+    """B* of the measured decode model per context, from the run's own counts: at batch 1 and 64 a step moves
+    w·N + B·k bytes, which gives w·N and k; a sequence does the batch-1 step's FLOPs."""
+    rows = {(r["batch"], r["context"]): r for r in info["decode"] if r["variant"] == "baseline"}
+    out = {}
+    for context in sorted({c for _, c in rows}):
+        one, many = rows[(1, context)], rows[(64, context)]
+        per_sequence, rest = divmod(many["bytes"] - one["bytes"], 63)  # exact: the cache grows with B, the weights not
+        require(rest == 0, f"decode bytes at S = {context} are not w·N + B·k")
+        out[str(context)] = roofline_crossover(one["bytes"] - per_sequence, one["flops"], per_sequence, peak,
+                                               bandwidth)
+    return out
 
 
 def measured(info: dict) -> dict:
@@ -63,6 +101,7 @@ def measured(info: dict) -> dict:
     roof, machine = info["roofline"], info["machine"]
     peak, bandwidth = roof["peak_GFLOPs"] * 1e9, roof["bandwidth_GBps"] * 1e9
     gemm = {row["dtype"]: row["gflops"]["median"] for row in info["ceilings"]["gemm"]}
+    gemm_spread = {row["dtype"]: _spread(row["gflops"]) | {"n": row["n"]} for row in info["ceilings"]["gemm"]}
     stream = info["ceilings"]["stream"]
     b_star = {row: {str(s): crossover_batch(LLAMA_8B, variant, s, peak, bandwidth, 4, kernel) for s in CONTEXTS}
               for row, (variant, kernel) in KERNEL_ROWS.items() if row in ("baseline", "diff_v2")}
@@ -71,7 +110,9 @@ def measured(info: dict) -> dict:
         mine = {(r["batch"], r["context"]): r for r in info["decode"] if r["variant"] == variant and "ms" in r}
         ratios = [r for r in info["decode_ratios"] if r["variant"] == variant]
         decode[variant] = {key: {"ms": mine[point]["ms"], "achieved_GBps": mine[point]["achieved_GBps"],
-                                 "of_roofline": mine[point]["of_roofline"]} for key, point in POINTS.items()}
+                                 "of_roofline": mine[point]["of_roofline"], "intensity": mine[point]["intensity"],
+                                 "compute_bound": mine[point]["bound"] == "compute"}
+                           for key, point in POINTS.items()}
         if ratios:
             decode[variant] |= {"median_time_ratio": statistics.median(r["time_ratio"] for r in ratios),
                                 "median_bytes_ratio": statistics.median(r["bytes_ratio"] for r in ratios),
@@ -82,24 +123,58 @@ def measured(info: dict) -> dict:
                                 "largest_flops_ratio": next(r["flops_ratio"] for r in ratios
                                                             if (r["batch"], r["context"]) == POINTS["b64_s4096"])}
         decode[variant]["best_of_roofline"] = max(r["of_roofline"] for r in mine.values())
+        decode[variant]["b64_s256"] = {"of_roofline": mine[(64, 256)]["of_roofline"],
+                                       "compute_bound": mine[(64, 256)]["bound"] == "compute"}
+    points = [r for r in info["decode"] if "ms" in r]
+    b1 = [r for r in points if r["batch"] == 1]
+    b_star_decode = decode_model_b_star(info, peak, bandwidth)
+    grid = {"GBps_min": min(r["achieved_GBps"] for r in points), "GBps_max": max(r["achieved_GBps"] for r in points),
+            "b1_GBps_min": min(r["achieved_GBps"] for r in b1), "b1_GBps_max": max(r["achieved_GBps"] for r in b1),
+            "b1_memory_bound": all(r["bound"] == "memory" for r in b1),
+            "of_roofline_min": min(r["of_roofline"] for r in points),
+            "of_roofline_max": max(r["of_roofline"] for r in points),
+            "of_roofline_median": statistics.median(r["of_roofline"] for r in points),
+            "within_2x": sum(r["of_roofline"] >= 0.5 for r in points), "points": len(points),
+            "compute_bound": sum(r["bound"] == "compute" for r in points),
+            "b_star_decode_model": b_star_decode,
+            # V2's attention alone on the decode model, FLOPs per fp32 byte of KV read (2g)
+            "v2_attention_flops_per_byte": accounting.decode_flops_per_byte(
+                "diff_v2", info["decode_model"]["n_head"], info["decode_model"]["head_dim"],
+                info["decode_model"]["n_kv_head"], FP32),
+            # the roofline says a point is compute-bound exactly when its batch reaches B* at its context
+            "b_star_agrees": all((r["bound"] == "compute") == (b_star_decode[str(r["context"])] is not None
+                                                               and r["batch"] >= b_star_decode[str(r["context"])])
+                                 for r in points if r["variant"] == "baseline")}
     train = {}
     for preset in sorted({r["preset"] for r in info["train"]}):
         rows = {r["variant"]: r for r in info["train"] if r["preset"] == preset}
-        train[preset] = {v: {"tokens_per_s": r["tokens_per_s"], "mfu": r["mfu_measured_peak"],
-                             "vs_baseline": r["tokens_per_s"] / rows["baseline"]["tokens_per_s"]}
+        train[preset] = {v: {"tokens_per_s": r["tokens_per_s"], "mfu": r["mfu_measured_peak"], "steps": r["steps"],
+                             "vs_baseline": r["tokens_per_s"] / rows["baseline"]["tokens_per_s"],
+                             # the same tokens per step: the FLOP count predicts baseline FLOPs / variant FLOPs
+                             "predicted": rows["baseline"]["flops"] / r["flops"]}
                          for v, r in rows.items()}
     counter = info["flop_counter"]
     loads = [x[0] for x in info["load_average"].values() if x]
     return {
         "machine": {**{k: machine[k] for k in ("cpu", "cores", "kernel_path", "threads", "torch", "blas", "date")},
-                    "load_min": min(loads), "load_max": max(loads)},
-        "gemm_gflops": gemm, "copy_GBps": stream["copy"]["median"], "triad_GBps": stream["triad"]["median"],
+                    "load_min": min(loads), "load_max": max(loads),
+                    # cores per runnable task, if every task the load average counts wanted a CPU
+                    "core_share_min": machine["cores"] / max(loads), "core_share_max": machine["cores"] / min(loads)},
+        "gemm_gflops": gemm, "gemm": gemm_spread, "copy_GBps": stream["copy"]["median"],
+        "triad_GBps": stream["triad"]["median"], "copy": _spread(stream["copy"]), "triad": _spread(stream["triad"]),
         "stream_array_MiB": stream["array_bytes"] / 2**20, "ridge": roof["ridge_flops_per_byte"],
-        "b_star_fp32": b_star, "decode": decode,
+        "b_star_fp32": b_star, "decode": decode, "decode_grid": grid,
+        # the first compute-bound batch of V2 at the longest context, and the KV cache it would hold (None: no B*)
+        "v2_long_context": None if b_star["diff_v2"][str(LONG_CONTEXT)] is None else {
+            "batch": math.ceil(b_star["diff_v2"][str(LONG_CONTEXT)]),
+            "kv_GB": math.ceil(b_star["diff_v2"][str(LONG_CONTEXT)]) * fp32_memory()["kv_GB_per_sequence"]},
         "prefill_gflops": {r["variant"]: r["achieved_GFLOPs"] for r in info["prefill"]},
         "train": train,
         "flop_counter": {"rows": len(counter["rows"]),
                          "agree": sum(r["counted"] == r["expected"] for r in counter["rows"]),
+                         # rows whose expected count includes attention (the math path); on the others the counter
+                         # sees no attention, so only the projections are checked
+                         "with_attention": sum(r["expected"] > r["ours_projections"] for r in counter["rows"]),
                          "cpu_fused_sdpa_counted": counter["cpu_fused_sdpa_counted"]},
     }
 
@@ -131,6 +206,10 @@ def _b_star(value: float | None) -> str:
     return "none" if value is None else f"{value:,.0f}"
 
 
+def _range(x: dict) -> str:
+    return f"{x['median']:.1f} ({x['min']:.1f}–{x['max']:.1f})"
+
+
 def report(results: dict) -> str:
     d, runs = results["derived"], results["runs"]
     names = list(runs)
@@ -151,17 +230,28 @@ def report(results: dict) -> str:
               f"{m['threads']} torch thread, torch {m['torch']}, BLAS {m['blas']}, {m['date']}",
               "  load average (1 min) during the runs: " + both(lambda r: f"{r['machine']['load_min']:.1f}–"
                                                               f"{r['machine']['load_max']:.1f}"),
-              "  GEMM GFLOP/s: " + ", ".join(f"{dtype} " + both(lambda r, t=dtype: f"{r['gemm_gflops'][t]:.1f}")
-                                             for dtype in runs[names[0]]["gemm_gflops"]),
-              f"  STREAM ({runs[names[0]]['stream_array_MiB']:.0f} MiB arrays): copy "
-              + both(lambda r: f"{r['copy_GBps']:.1f}") + " GB/s, triad " + both(lambda r: f"{r['triad_GBps']:.1f}")
-              + " GB/s",
+              "  cores per runnable task (cores / load): " + both(lambda r: f"{r['machine']['core_share_min']:.2f}–"
+                                                                    f"{r['machine']['core_share_max']:.2f}"),
+              "  GEMM GFLOP/s, median (min–max of the samples):"]
+    lines += [f"    {dtype} n = {runs[names[0]]['gemm'][dtype]['n']:,}: " + both(lambda r, t=dtype: _range(r["gemm"][t]))
+              for dtype in runs[names[0]]["gemm"]]
+    lines += [f"  STREAM ({runs[names[0]]['stream_array_MiB']:.0f} MiB arrays), GB/s: copy "
+              + both(lambda r: _range(r["copy"])) + ", triad " + both(lambda r: _range(r["triad"])),
               "  ridge (fp32 GEMM / copy): " + both(lambda r: f"{r['ridge']:.1f}") + " FLOP/B",
               "  B* of the Llama-like model on this CPU (fp32, the run's ceilings), S = "
               + ", ".join(f"{s:,}" for s in CONTEXTS) + ":"]
     for row in ("baseline", "diff_v2"):
         lines.append(f"    {accounting.LABELS[row]:<10}" + both(
             lambda r, w=row: ", ".join(_b_star(r["b_star_fp32"][w][str(s)]) for s in CONTEXTS)))
+    fp32 = d["fp32"]
+    lines.append(f"    memory: {fp32['param_GB']:.1f} GB of fp32 parameters, {fp32['kv_GB_per_sequence']:.1f} GB of KV "
+                 f"cache per {LONG_CONTEXT:,}-token sequence; V2 at S = {LONG_CONTEXT:,}, first compute-bound batch: "
+                 + both(lambda r: "none" if r["v2_long_context"] is None
+                        else f"{r['v2_long_context']['batch']} ({r['v2_long_context']['kv_GB']:.0f} GB of cache)"))
+    lines.append(f"    per-sequence intensity (2N + a)/k at S = {LONG_CONTEXT:,}: baseline "
+                 f"{fp32['sequence_intensity']['baseline']:.2f}, DIFF V2 {fp32['sequence_intensity']['diff_v2']:.2f} "
+                 f"(attention alone a/k: {fp32['attention_flops_per_byte']['baseline']:.2f}, "
+                 f"{fp32['attention_flops_per_byte']['diff_v2']:.2f}) FLOP/B")
     lines += ["", "  decode (static cache, fp32): step ms (fraction of the roofline speed); vs the baseline: time / bytes "
               "(median over the grid), time / bytes / FLOPs at B 64, S 4,096"]
     for name in names:
@@ -175,14 +265,29 @@ def report(results: dict) -> str:
                       ) if "median_time_ratio" in x else ("-", "-")
             lines.append(f"  {'':<{len(name) + 2}}{LABELS[variant]:<10}{small:>15}{large:>16}{ratios[0]:>13}"
                          f"{ratios[1]:>20}")
+    lines += ["  decode grid (4 variants × 4 batches × 3 contexts): achieved GB/s " + both(
+        lambda r: f"{r['decode_grid']['GBps_min']:.2f}–{r['decode_grid']['GBps_max']:.2f}")
+        + " (batch 1: " + both(lambda r: f"{r['decode_grid']['b1_GBps_min']:.2f}–{r['decode_grid']['b1_GBps_max']:.2f}")
+        + "); fraction of the roofline " + both(lambda r: f"{r['decode_grid']['of_roofline_min']:.2f}–"
+                                                      f"{r['decode_grid']['of_roofline_max']:.2f}")
+        + ", median " + both(lambda r: f"{r['decode_grid']['of_roofline_median']:.2f}")
+        + "; points within 2× of it " + both(lambda r: f"{r['decode_grid']['within_2x']}")
+        + " of " + str(runs[names[0]]["decode_grid"]["points"]),
+        "  decode model's B* (baseline) at S = 256, 1,024, 4,096: " + both(lambda r: ", ".join(
+            _b_star(x) for x in r["decode_grid"]["b_star_decode_model"].values()))
+        + "; points the roofline calls compute-bound " + both(lambda r: str(r["decode_grid"]["compute_bound"]))
+        + "; baseline's exactly those at or past its B*: " + both(lambda r: str(r["decode_grid"]["b_star_agrees"]))]
     lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
         f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
-    lines.append("  training: tokens/s, MFU against the measured fp32 GEMM peak, tokens/s vs baseline")
+    lines.append(f"  training ({runs[names[0]]['train'][next(iter(runs[names[0]]['train']))]['baseline']['steps']} steps "
+                 "per variant): tokens/s, MFU against the measured fp32 GEMM peak, tokens/s vs baseline "
+                 "(FLOP-predicted)")
     for preset in runs[names[0]]["train"]:
         for variant in VARIANTS:
             lines.append(f"    {preset:<10}{LABELS[variant]:<12}" + both(
                 lambda r, p=preset, v=variant: f"{r['train'][p][v]['tokens_per_s']:,.0f} tok/s, "
-                                               f"MFU {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}×"))
+                                               f"MFU {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}× "
+                                               f"({r['train'][p][v]['predicted']:.2f})"))
     gpus = results["gpu"]
     lines.append("  GPU runs (scripts/gpu_check.sh): " + ("; ".join(
         f"{g['gpu']}: GEMM {g['gemm_tflops']:.0f} TFLOP/s, copy {g['copy_GBps']:.0f} GB/s, ridge {g['ridge']:.0f}, "
@@ -190,7 +295,8 @@ def report(results: dict) -> str:
         if gpus else "none committed yet; the H200 rows above use its datasheet ceilings"))
     fc = runs[names[0]]["flop_counter"]
     lines.append(f"  FlopCounterMode vs our counts: {fc['agree']} of {fc['rows']} (variant, backend) rows agree "
-                 f"exactly; CPU fused SDPA counted: {fc['cpu_fused_sdpa_counted']}")
+                 f"exactly ({fc['with_attention']} with attention, math path; {fc['rows'] - fc['with_attention']} "
+                 f"projections only, SDPA); CPU fused SDPA counted: {fc['cpu_fused_sdpa_counted']}")
     return "\n".join(lines)
 
 

@@ -85,7 +85,8 @@ def stream(elements: int, device: torch.device, repeats: int = 5) -> dict:
 
 def default_gemm_sizes(device: torch.device) -> dict[torch.dtype, int]:
     """n per dtype. GPU: 8192 in bf16, fp16, fp32. CPU: fp32 2048 (the dtype the CPU lessons run), fp64 1024, and bf16
-    only 256: a CPU without bf16 units (AVX2) runs it on a slow fallback, ~0.1 GFLOP/s on the course machine."""
+    only 256: a CPU without bf16 units (AVX2) runs it on a slow fallback (under 1 GFLOP/s in the committed lesson 12
+    runs, outputs/bench/roofline-*)."""
     if device.type == "cuda":
         return {torch.bfloat16: 8192, torch.float16: 8192, torch.float32: 8192}
     return {torch.float32: 2048, torch.float64: 1024, torch.bfloat16: 256}
