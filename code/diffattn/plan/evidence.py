@@ -39,9 +39,9 @@ EVIDENCE = {
     "paper_t5": Source("paper", "Ye et al., Table 5: top-1 attention logit 38.8 (DIFF V1) vs 318.0; Fig. 8: DIFF keeps "
                                 "HellaSwag accuracy with attention logits quantized down to 8 bits (one transcription "
                                 "says 6; UNVERIFIED), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
-    "paper_f3": Source("paper", "Ye et al., §3.2: two experiments. Fig. 3a, 830M-13.1B models on 10B tokens: DIFF V1 "
-                                "matches the Transformer with about 62% of the parameters; Fig. 3b, 3B models trained up "
-                                "to 360B tokens: with about 64% of the tokens"),
+    "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3, two experiments: 830M-13.1B models on 10B tokens, where "
+                                "DIFF V1 matches the Transformer with about 62% of the parameters; and 3B models trained "
+                                "up to 360B tokens, where it matches it with about 64% of the tokens"),
     "paper_t6": Source("paper", "Ye et al., Table 6: λ_init constant 0.8 or 0.5 instead of the depth schedule: "
                                 "validation loss 3.065 / 3.066 vs 3.062 (robust); without the per-head norm 3.122"),
     "paper_t7": Source("paper", "Ye et al., Table 7 (H100, customised FlashAttention for both): DIFF V1 trains 5.6-10.3% "
