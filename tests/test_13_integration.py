@@ -68,3 +68,15 @@ def test_the_study_runs_end_to_end_at_toy_size(tmp_path, monkeypatch):
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")}
     assert study.run_all(jobs=2, progress=False, design=toy)["arms"] == summary["arms"]
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")} == stamps
+
+
+def test_what_the_lesson_says_of_the_lora_arm_holds_in_the_committed_study():
+    """Lesson 13 reads the LoRA arm against its own step 0: it 'barely moved' (every seed within 0.01 of where it
+    started) while the baseline trained on gained more than 0.05 in every seed, so LoRA − baseline is the baseline's
+    own gain; and V1 is back within 0.05 of the baseline at the first evaluation."""
+    derived = experiments.load("13").derived(json.loads(SUMMARY.read_text()))
+    own = derived["loss_minus_step0"]
+    assert all(abs(v) < 0.01 for v in own["lora"]) and all(v < -0.05 for v in own["baseline"])
+    assert derived["lora_minus_diff_v2"]["ci95"][0] > 0
+    assert 0 < derived["diff_v1_gap_at_first_eval"]["max"] < 0.05
+    assert derived["seeds_worse_than_baseline"] == {"diff_v2": 1, "diff_v1": 1, "lora": 0}

@@ -73,10 +73,40 @@ def study_numbers(path: Path | None = None) -> dict:
         arms[arm] = {k: v for k, v in data.items() if k != "seeds"}
         arms[arm]["seeds"] = [{k: v for k, v in s.items() if k != "curve"} for s in data["seeds"]]
     timing, machine = summary["timing"], summary["machine"]
-    return {"design": summary["design"], "null": summary["null"], "arms": arms,
+    return {"design": summary["design"], "null": summary["null"], "arms": arms, "derived": derived(summary),
             "wall_s": round(timing["total_s"]), "pretrain_s": round(timing["pretrain_s"]),
             "machine": f"{machine['cpu']} ({machine['cores']} cores), torch {machine['torch']}, {machine['date']}, "
                        f"{timing['jobs']} runs at a time, one thread each"}
+
+
+def _loss_at(seed: dict, step: int) -> float:
+    return next(p["val_loss"] for p in seed["curve"] if p["step"] == step)
+
+
+def derived(summary: dict) -> dict:
+    """What the lesson reads off the committed per-seed curves (no retraining): each arm's final answer loss minus its
+    own step 0 per seed; LoRA-only minus the full V2 conversion, paired by seed; V1's step-0 and step-50 losses against
+    the baseline's; and how many seeds of each arm are significantly below the baseline in accuracy."""
+    from diffattn.config import PRESETS
+    from diffattn.stats import t_interval
+
+    arms, first = summary["arms"], summary["design"]["eval_every"]
+    preset = PRESETS[summary["design"]["preset"]]
+    final = {arm: [s["final"]["val_loss"] for s in a["seeds"]] for arm, a in arms.items()}
+    v1, base = arms["diff_v1"]["seeds"], arms["baseline"]["seeds"]
+    return {
+        "preset": {"steps": preset.train.steps, "batch_size": preset.train.batch_size, "seq_len": preset.train.seq_len,
+                   "n_layer": preset.model.n_layer, "d_model": preset.model.d_model, "n_head": preset.model.n_head,
+                   "n_kv_head": preset.model.n_kv_head},
+        "loss_minus_step0": {arm: [s["final"]["val_loss"] - s["step0"]["val_loss"] for s in a["seeds"]]
+                             for arm, a in arms.items()},
+        "lora_minus_diff_v2": t_interval([lo - v2 for lo, v2 in zip(final["lora"], final["diff_v2"])]),
+        "diff_v1_step0": {"loss": [s["step0"]["val_loss"] for s in v1], "baseline": [s["step0"]["val_loss"] for s in base]},
+        "diff_v1_gap_at_first_eval": {"step": first, "max": max(_loss_at(v, first) - _loss_at(b, first)
+                                                                 for v, b in zip(v1, base))},
+        "seeds_worse_than_baseline": {arm: sum(bool(s["minus_baseline"] and s["minus_baseline"]["below"])
+                                               for s in a["seeds"]) for arm, a in arms.items() if arm != "baseline"},
+    }
 
 
 def run(progress: bool = True) -> dict:
@@ -112,6 +142,10 @@ def report(results: dict) -> str:
         lines.append(f"  {arm:<14}{a['seeds'][0]['trainable']:>10,}  {_interval(a['final_loss'], ''):<24}"
                      f"{minus('loss_minus_baseline'):<26}{_interval(a['final_accuracy'], ''):<24}"
                      f"{minus('accuracy_minus_baseline')}")
+    dv = s["derived"]
+    own = lambda arm: ", ".join(f"{v:+.3f}" for v in dv["loss_minus_step0"][arm])  # noqa: E731
+    lines.append(f"  answer loss − own step 0 per seed: lora {own('lora')}; baseline {own('baseline')}; "
+                 f"lora − diff_v2 over seeds {_interval(dv['lora_minus_diff_v2'])}")
     lines.append("  per seed, accuracy − null and − baseline [95% clustered by example]:")
     for arm, a in s["arms"].items():
         for seed in a["seeds"]:

@@ -25,7 +25,7 @@ HYPOTHESIS = "hypothesis"
 
 
 class Source(NamedTuple):
-    kind: str  # paper | blog | code | issue | measured | computed | hypothesis
+    kind: str  # paper | blog | code | issue | secondary (abstract only) | measured | computed | hypothesis
     citation: str
 
 
@@ -37,9 +37,11 @@ EVIDENCE = {
     "paper_t4": Source("paper", "Ye et al., Table 4: contextual hallucination (GPT-4o judge), e.g. XSum 0.53 vs 0.44, "
                                 "Qasper 0.39 vs 0.28 (DIFF V1 vs Transformer, 3B, 350B tokens)"),
     "paper_t5": Source("paper", "Ye et al., Table 5: top-1 attention logit 38.8 (DIFF V1) vs 318.0; Fig. 8: DIFF keeps "
-                                "HellaSwag accuracy with attention logits quantized to 6 bits"),
-    "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3: 830M-13.1B models on 10B tokens; DIFF V1 matches the "
-                                "Transformer with about 62% of the parameters or 64% of the tokens"),
+                                "HellaSwag accuracy with attention logits quantized down to 8 bits (one transcription "
+                                "says 6; UNVERIFIED), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
+    "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3, two experiments: 830M-13.1B models on 10B tokens, where "
+                                "DIFF V1 matches the Transformer with about 62% of the parameters; and 3B models trained "
+                                "up to 360B tokens, where it matches it with about 64% of the tokens"),
     "paper_t6": Source("paper", "Ye et al., Table 6: λ_init constant 0.8 or 0.5 instead of the depth schedule: "
                                 "validation loss 3.065 / 3.066 vs 3.062 (robust); without the per-head norm 3.122"),
     "paper_t7": Source("paper", "Ye et al., Table 7 (H100, customised FlashAttention for both): DIFF V1 trains 5.6-10.3% "
@@ -58,12 +60,21 @@ EVIDENCE = {
                                   "and higher loss; λ without the sigmoid is less stable; no λ gives higher loss"),
     "v2_no_evals": Source("blog", "The V2 blog publishes loss and stability only: no retrieval, hallucination or "
                                   "long-context evaluations (listed as future work)"),
-    "convert_axolotl": Source("code", "axolotl-ai-cloud/diff-transformer plugin/convert.py (axolotl PR #2197): Llama → "
-                                      "DiffLlama by doubling q/k heads, output preserved at conversion; no quality "
-                                      "results published"),
+    "convert_axolotl": Source("code", "axolotl-ai-cloud/diff-transformer plugin/convert.py and modeling/diff_attn.py "
+                                      "(axolotl PR #2197): Llama → a changed V1 (q/k projections doubled, so not "
+                                      "parameter-matched; per-head norm switchable off with `sublayer_norm`; the "
+                                      "(1 − λ_init) factor commented out; the negative branch ramped in from 0 through "
+                                      "`diff_attn_mix`), which preserves the output at conversion; no quality results "
+                                      "published"),
     "convert_difflora": Source("paper", "DiffLoRA, arXiv 2507.23588: LoRA on both attention terms; below other PEFT "
                                         "methods on most tasks, +11 points over LoRA on HumanEval"),
-    "unilm_1663": Source("issue", "microsoft/unilm issue #1663: a user reports no gain from DIFF at 10B tokens"),
+    "unilm_1663": Source("issue", "microsoft/unilm issue #1663: a user's own from-scratch re-implementation of DIFF, "
+                                  "pretrained on about 10B tokens, trained worse than their Transformer (pretraining, "
+                                  "not a conversion)"),
+    "dex": Source("secondary", "DEX, arXiv 2505.16333 (NeurIPS 2025), abstract only (its tables not verified here): "
+                               "retrofitting pretrained LLMs with a related operator, O − λ·f(O) on the softmax output, "
+                               "'substantially improves the pretrained LLMs across diverse benchmarks'; not V1 or V2, "
+                               "code not public"),
     "seed_lora_q": Source(HYPOTHESIS, "seed 002: 'a LoRA on the Q projection can approximate DIFF' (UNVERIFIED; "
                                       "lesson 13's CPU study measures one LoRA-only warm start: measured_warmstart)"),
     "seed_16k": Source(HYPOTHESIS, "seed 002: 'under 16k the noise floor is negligible' and 'large gains above 32k' "

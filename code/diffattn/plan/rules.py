@@ -8,8 +8,10 @@ Procedure, in order (the skill file prints it):
  2. variant: DIFF V2 wherever the layout allows (always: it needs only h_kv | h); V1 is listed as the
     parameter-neutral alternative where its official module can be built, with its decode and kernel costs;
  3. verdict from the mode: pretrain adopts V2 (for medium/high hallucination profiles as the point of the change,
-    for low as an optional loss gain); uptrain and finetune are experiments behind a rollback rule, since nothing
-    published shows a converted model gaining;
+    for low as an optional loss gain; the hallucination and retrieval gains are V1's, so for V2 a hypothesis);
+    uptrain and finetune are experiments behind a rollback rule: DEX reports gains from retrofitting pretrained LLMs
+    with a related operator (O − λ·f(O); its tables not verified here), but no published run converts to V1 or V2 and
+    reports a quality gain;
  4. caveats from the context and budget: outside the published range (below 10B tokens, above 64K) is a hypothesis.
 """
 
@@ -31,6 +33,11 @@ LONGEST_PUBLISHED_CONTEXT = 65536  # paper §3.3-3.4: 64K, the longest context D
 class Rule(NamedTuple):
     text: str
     evidence: tuple[str, ...]
+
+
+_FROM_SCRATCH = Rule("pretraining with DIFF is not a guaranteed gain: a user's from-scratch re-implementation at about "
+                     "10B tokens trained worse than the Transformer; compare against a matched baseline and keep the "
+                     "rollback rule", ("unilm_1663", "rollback"))
 
 
 def _pct(x: float) -> str:
@@ -67,21 +74,28 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
     if mode == "pretrain":
         if hallucination == "low":
             return "optional", [Rule("with a low hallucination profile the expected gain is LM loss (V1: about 62% of "
-                                     "the parameters or 64% of the tokens for the same loss; V2: 0.02-0.03 lower loss at "
-                                     "1T tokens); adopt only if the extra compute below is worth that", ("paper_f3", "v2_blog"))]
+                                     "the parameters for the same loss at 10B tokens, or 64% of the tokens at 3B; V2: "
+                                     "0.02-0.03 lower loss at 1T tokens); adopt only if the extra compute below is worth "
+                                     "that", ("paper_f3", "v2_blog")), _FROM_SCRATCH]
         return "adopt", [
-            Rule("differential attention was built for this profile: the paper's matched 3B models hallucinate less "
-                 "in summarisation and QA and retrieve multiple needles better", ("paper_t4", "paper_t2", "paper_f5")),
-            Rule("the same models have far smaller attention-logit outliers and keep their accuracy with attention "
-                 "logits quantized to 6 bits, which matters if the model will be served quantized", ("paper_t5",)),
-            Rule("before pretraining the switch discards no trained weights; converting a trained model later has "
-                 "no published evidence of paying", ("convert_axolotl", "unilm_1663")),
+            Rule("differential attention was built for this profile: the paper's matched 3B V1 models hallucinate less "
+                 "in summarisation and QA and retrieve multiple needles better; V2 publishes no such evaluation, so "
+                 "its hallucination benefit is untested for V2", ("paper_t4", "paper_t2", "paper_f5", HYPOTHESIS)),
+            Rule("the same V1 models have far smaller attention-logit outliers and keep their accuracy with attention "
+                 "logits quantized down to 8 bits (one transcription says 6; UNVERIFIED), which matters if the model "
+                 "will be served quantized; untested for V2", ("paper_t5", HYPOTHESIS)),
+            Rule("before pretraining the switch discards no trained weights; no published run converts a trained "
+                 "model to V1 or V2 and reports a quality gain", ("convert_axolotl", "dex")),
+            _FROM_SCRATCH,
         ]
     if mode == "uptrain":
         return "experiment", [
-            Rule("converting a trained Transformer keeps its output at step 0 (axolotl's converter; the course's "
-                 "`convert` for V2), but no published run shows the converted model ending up better",
-                 ("convert_axolotl", "warm_start_v2", "unilm_1663")),
+            Rule("converting a trained Transformer can keep its output at step 0 (the course's `convert` for V2; "
+                 "axolotl's converter only by changing V1), but no published run converts to V1 or V2 and reports "
+                 "a quality gain", ("convert_axolotl", "warm_start_v2")),
+            Rule("DEX reports gains from retrofitting pretrained LLMs with a related operator (O − λ·f(O); its "
+                 "tables not verified here): evidence that a retrofit can pay, not that a V1 or V2 conversion does",
+                 ("dex",)),
         ]
     return "experiment", [
         Rule("a fine-tune cannot be expected to install DIFF's benefit: DiffLoRA trails other PEFT methods on most tasks, "
@@ -98,7 +112,8 @@ def not_adopting(context: int, mode: str, layers: dict, decode: dict) -> list[Ru
         Rule(f"compute is the binding constraint: V2 costs {_pct(excess)} forward FLOPs per token at context "
              f"{context:,} for this model", ("accounting", "rule_6n")),
         Rule("you serve a trained dense model whose long-context evaluations are already stable: replacing its "
-             "attention means retraining, with no published evidence that conversion pays", ("convert_axolotl", "unilm_1663")),
+             "attention means retraining, and no published run converts to V1 or V2 and reports a quality gain",
+             ("convert_axolotl", "dex")),
     ]
     if mode != "pretrain":
         rules.append(Rule("your evaluations show no context-interference failures (wrong citations, lost needles): "
@@ -204,7 +219,9 @@ def risks(mode: str, measured: dict) -> list[Rule]:
         rules.append(Rule(f"in the course's CPU warm-start study ({warm['task']}, {warm['preset']}, {warm['seeds']} "
                           f"seeds) a V2 conversion trained on ended {v2['mean']:+.3f} [{v2['ci95'][0]:+.3f}, "
                           f"{v2['ci95'][1]:+.3f}] in answer loss against the baseline trained on, a LoRA-only V2 "
-                          f"branch {lora['mean']:+.3f} [{lora['ci95'][0]:+.3f}, {lora['ci95'][1]:+.3f}]"
+                          f"branch {lora['mean']:+.3f} [{lora['ci95'][0]:+.3f}, {lora['ci95'][1]:+.3f}] "
+                          "(that branch barely moved the loss from its own step 0 and its learning rate was not tuned, "
+                          "so this does not say whether a LoRA can approximate DIFF)"
                           + ("" if warm["beats_null"] else "; no arm beat the retrieval null, so retrieval is untested "
                                                            "at that scale"), ("measured_warmstart",)))
     return rules
