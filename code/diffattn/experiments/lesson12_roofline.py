@@ -228,6 +228,7 @@ def verdicts(runs: dict, loaded: dict) -> dict:
         train[preset] = {"runs_differ_max": max(max(x["vs_baseline"] for x in xs) - min(x["vs_baseline"] for x in xs)
                                                 for _, xs in rows),
                          "below_prediction": sum(x["vs_baseline"] < x["predicted"] for _, xs in rows for x in xs),
+                         "shortfall_max": max(x["predicted"] - x["vs_baseline"] for _, xs in rows for x in xs),
                          "rows": sum(len(xs) for _, xs in rows)}
     return {"runs": len(every),
             # V1 slowest, V2 slower than its bytes say, in every run, loaded or quiet
@@ -241,6 +242,9 @@ def verdicts(runs: dict, loaded: dict) -> dict:
             # V2 beside the same-query-width baseline at that point: the largest gap between their time ratios
             "v2_vs_2h_b64_s4096": max(abs(r["decode"]["diff_v2"]["largest_time_ratio"]
                                           - r["decode"]["baseline_2h"]["largest_time_ratio"]) for r in quiet),
+            # the quiet runs' cpu-small baseline MFU, largest minus smallest
+            "mfu_gap": (max(r["train"]["cpu-small"]["baseline"]["mfu"] for r in quiet)
+                        - min(r["train"]["cpu-small"]["baseline"]["mfu"] for r in quiet)),
             "train": train}
 
 
