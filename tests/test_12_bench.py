@@ -278,7 +278,8 @@ def test_the_lesson_reads_the_committed_runs_and_derives_the_rest():
         assert run["ridge"] == info["roofline"]["ridge_flops_per_byte"] and run["machine"]["threads"] >= 1
         assert run["flop_counter"]["agree"] == run["flop_counter"]["rows"]  # the committed run's cross-check held
     text = lesson.report(results)
-    assert text.startswith("Lesson 12") and "run1 / run2" in text
+    assert text.startswith("Lesson 12") and " / ".join(lesson.RUNS) in text and " / ".join(lesson.LOADED_RUNS) in text
+    assert not set(lesson.RUNS) & set(lesson.LOADED_RUNS)  # a key names one folder
 
 
 def test_the_lesson_derives_its_verdicts_from_the_runs_counts():
@@ -317,6 +318,42 @@ def test_the_lesson_derives_its_verdicts_from_the_runs_counts():
             for variant, row in variants.items():
                 assert row["predicted"] == rows[(preset, "baseline")]["flops"] / rows[(preset, variant)]["flops"]
         assert run["flop_counter"]["with_attention"] == sum(r["backend"] == "math" for r in info["flop_counter"]["rows"])
+
+
+def test_the_lesson_counts_its_cross_run_verdicts_from_every_committed_run():
+    """The loaded runs' summary and the verdicts the prose states over all four runs, recomputed from the JSON files
+    (decode_ratios, load_average, ceilings) without the lesson's measured()."""
+    import json
+    import statistics
+
+    from diffattn import experiments
+
+    lesson = experiments.load("12")
+    results = lesson.run(progress=False)
+    infos = {name: json.loads(lesson.run_path(name).read_text()) for name in (*lesson.RUNS, *lesson.LOADED_RUNS)}
+
+    def median_ratio(info, variant, field="time_ratio"):
+        return statistics.median(r[field] for r in info["decode_ratios"] if r["variant"] == variant)
+
+    for name in lesson.LOADED_RUNS:
+        info, summary = infos[name], results["loaded"][name]
+        loads = [x[0] for x in info["load_average"].values() if x]
+        assert (summary["load_min"], summary["load_max"]) == (min(loads), max(loads))
+        assert summary["ridge"] == info["roofline"]["ridge_flops_per_byte"]
+        assert summary["copy_GBps"] == info["ceilings"]["stream"]["copy"]["median"]
+        assert summary["diff_v2_time_ratio"] == median_ratio(info, "diff_v2")
+    v = results["verdicts"]
+    assert v["runs"] == len(infos) == 4
+    assert v["v1_slower_than_v2"] == sum(median_ratio(i, "diff_v1") > median_ratio(i, "diff_v2") for i in infos.values())
+    assert v["v2_slower_than_its_bytes"] == sum(median_ratio(i, "diff_v2") > median_ratio(i, "diff_v2", "bytes_ratio")
+                                                for i in infos.values())
+    assert v["v2_ratio_moved"] == max(abs(median_ratio(infos[a], "diff_v2") - median_ratio(infos[b], "diff_v2"))
+                                      for a in lesson.LOADED_RUNS for b in lesson.RUNS)
+    assert v["v2_b64_s4096_memory_bound"] == sum(
+        r["bound"] == "memory" for name in lesson.RUNS for r in infos[name]["decode"]
+        if (r["variant"], r["batch"], r["context"]) == ("diff_v2", 64, 4096))
+    for preset, t in v["train"].items():
+        assert 0 <= t["below_prediction"] <= t["rows"] == 3 * len(lesson.RUNS)
 
 
 def test_the_lesson_takes_gpu_ceilings_from_a_gpu_run_and_skips_cpu_rehearsals(tmp_path, monkeypatch):

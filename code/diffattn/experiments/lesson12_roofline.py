@@ -27,8 +27,11 @@ from diffattn.pure.roofline import crossover_batch, decode_step, ridge_point, ro
 from diffattn.perf.phases import phase_counts
 
 TITLE = "The roofline: throughput, MFU and decode against this machine's ceilings"
-# Two full runs on the shared 2-core course machine, one after the other (the lesson quotes both: run-to-run spread)
-RUNS = {"run1": "roofline-amd-epyc-1t-2026-12-02-run1", "run2": "roofline-amd-epyc-1t-2026-12-02-run2"}
+# The runs the lesson quotes: two full runs on the shared 2-core course machine while it was near idle, one after the
+# other (both quoted: the run-to-run spread). A key is its folder's suffix.
+RUNS = {"quiet1": "roofline-amd-epyc-1t-2026-12-02-quiet1", "quiet2": "roofline-amd-epyc-1t-2026-12-02-quiet2"}
+# Two earlier runs of the same command while other jobs loaded the machine: reported in summary (loaded_summary)
+LOADED_RUNS = {"run1": "roofline-amd-epyc-1t-2026-12-02-run1", "run2": "roofline-amd-epyc-1t-2026-12-02-run2"}
 LLAMA_8B = ModelConfig(hidden=4096, heads=32, head_dim=128, layers=32, kv_heads=8, ffn=14336, vocab=128256)
 H200 = {"peak": 989e12, "bandwidth": 4.8e12}  # dense bf16 FLOP/s, HBM3e B/s (datasheet)
 CONTEXTS = (256, 1024, 4096, 32768)
@@ -39,7 +42,7 @@ LONG_CONTEXT = CONTEXTS[-1]
 
 
 def run_path(name: str) -> Path:
-    return outputs_dir() / "bench" / RUNS[name] / "roofline.json"
+    return outputs_dir() / "bench" / (RUNS | LOADED_RUNS)[name] / "roofline.json"
 
 
 def derived() -> dict:
@@ -80,6 +83,11 @@ def fp32_memory() -> dict:
 def _spread(summary: dict) -> dict:
     """A ceiling's median with the min and max of its samples: on a loaded machine the range is the measurement."""
     return {"median": summary["median"], "min": min(summary["samples"]), "max": max(summary["samples"])}
+
+
+def _widest(*spreads: dict) -> float:
+    """The largest max/min of the samples among these ceilings: how far one run's ceilings are from being a number."""
+    return max(s["max"] / s["min"] for s in spreads)
 
 
 def decode_model_b_star(info: dict, peak: float, bandwidth: float) -> dict:
@@ -131,6 +139,8 @@ def measured(info: dict) -> dict:
     grid = {"GBps_min": min(r["achieved_GBps"] for r in points), "GBps_max": max(r["achieved_GBps"] for r in points),
             "b1_GBps_min": min(r["achieved_GBps"] for r in b1), "b1_GBps_max": max(r["achieved_GBps"] for r in b1),
             "b1_memory_bound": all(r["bound"] == "memory" for r in b1),
+            # the fastest any point moved its bytes, as a fraction of STREAM copy's median
+            "GBps_max_of_copy": max(r["achieved_GBps"] for r in points) / stream["copy"]["median"],
             "of_roofline_min": min(r["of_roofline"] for r in points),
             "of_roofline_max": max(r["of_roofline"] for r in points),
             "of_roofline_median": statistics.median(r["of_roofline"] for r in points),
@@ -163,6 +173,7 @@ def measured(info: dict) -> dict:
         "gemm_gflops": gemm, "gemm": gemm_spread, "copy_GBps": stream["copy"]["median"],
         "triad_GBps": stream["triad"]["median"], "copy": _spread(stream["copy"]), "triad": _spread(stream["triad"]),
         "stream_array_MiB": stream["array_bytes"] / 2**20, "ridge": roof["ridge_flops_per_byte"],
+        "widest_spread": _widest(gemm_spread["float32"], _spread(stream["copy"]), _spread(stream["triad"])),
         "b_star_fp32": b_star, "decode": decode, "decode_grid": grid,
         # the first compute-bound batch of V2 at the longest context, and the KV cache it would hold (None: no B*)
         "v2_long_context": None if b_star["diff_v2"][str(LONG_CONTEXT)] is None else {
@@ -197,9 +208,52 @@ def gpu_runs() -> dict:
     return found
 
 
+def loaded_summary(run: dict) -> dict:
+    """What a loaded run gave, from its measured(): the load, the ceilings and the decode ratios the lesson compares."""
+    return {"load_min": run["machine"]["load_min"], "load_max": run["machine"]["load_max"],
+            "gemm_float32": run["gemm_gflops"]["float32"], "copy_GBps": run["copy_GBps"], "ridge": run["ridge"],
+            "widest_spread": run["widest_spread"],
+            "train_tokens_per_s": run["train"]["cpu-small"]["baseline"]["tokens_per_s"],
+            **{f"{v}_time_ratio": run["decode"][v]["median_time_ratio"] for v in ("diff_v1", "diff_v2")}}
+
+
+def verdicts(runs: dict, loaded: dict) -> dict:
+    """Cross-run facts the prose states, counted here so that a re-measure cannot silently contradict it."""
+    every = list(runs.values()) + list(loaded.values())
+    v1, v2 = (lambda r: r["decode"]["diff_v1"]["median_time_ratio"]), (lambda r: r["decode"]["diff_v2"]["median_time_ratio"])
+    quiet = list(runs.values())
+    train = {}
+    for preset in quiet[0]["train"]:
+        rows = [(v, [r["train"][preset][v] for r in quiet]) for v in quiet[0]["train"][preset] if v != "baseline"]
+        train[preset] = {"runs_differ_max": max(max(x["vs_baseline"] for x in xs) - min(x["vs_baseline"] for x in xs)
+                                                for _, xs in rows),
+                         "below_prediction": sum(x["vs_baseline"] < x["predicted"] for _, xs in rows for x in xs),
+                         "shortfall_max": max(x["predicted"] - x["vs_baseline"] for _, xs in rows for x in xs),
+                         "rows": sum(len(xs) for _, xs in rows)}
+    return {"runs": len(every),
+            # V1 slowest, V2 slower than its bytes say, in every run, loaded or quiet
+            "v1_slower_than_v2": sum(v1(r) > v2(r) for r in every),
+            "v2_slower_than_its_bytes": sum(v2(r) > r["decode"]["diff_v2"]["median_bytes_ratio"] for r in every),
+            # how far a loaded run's median ratio lies from a quiet run's, at most
+            "v1_ratio_moved": max(abs(v1(a) - v1(b)) for a in loaded.values() for b in quiet),
+            "v2_ratio_moved": max(abs(v2(a) - v2(b)) for a in loaded.values() for b in quiet),
+            # quiet runs where V2's batch-64, 4,096-token step is bandwidth-bound by its counts and the run's ceilings
+            "v2_b64_s4096_memory_bound": sum(not r["decode"]["diff_v2"]["b64_s4096"]["compute_bound"] for r in quiet),
+            # V2 beside the same-query-width baseline at that point: the largest gap between their time ratios
+            "v2_vs_2h_b64_s4096": max(abs(r["decode"]["diff_v2"]["largest_time_ratio"]
+                                          - r["decode"]["baseline_2h"]["largest_time_ratio"]) for r in quiet),
+            # the quiet runs' cpu-small baseline MFU, largest minus smallest
+            "mfu_gap": (max(r["train"]["cpu-small"]["baseline"]["mfu"] for r in quiet)
+                        - min(r["train"]["cpu-small"]["baseline"]["mfu"] for r in quiet)),
+            "train": train}
+
+
 def run(progress: bool = True) -> dict:
     runs = {name: measured(json.loads(run_path(name).read_text())) for name in RUNS}
-    return {"derived": derived(), "runs": runs, "run_names": dict(RUNS), "gpu": gpu_runs()}
+    loaded = {name: measured(json.loads(run_path(name).read_text())) for name in LOADED_RUNS}
+    return {"derived": derived(), "runs": runs, "run_names": dict(RUNS),
+            "loaded": {name: loaded_summary(r) for name, r in loaded.items()}, "loaded_names": dict(LOADED_RUNS),
+            "verdicts": verdicts(runs, loaded), "gpu": gpu_runs()}
 
 
 def _b_star(value: float | None) -> str:
@@ -237,6 +291,8 @@ def report(results: dict) -> str:
               for dtype in runs[names[0]]["gemm"]]
     lines += [f"  STREAM ({runs[names[0]]['stream_array_MiB']:.0f} MiB arrays), GB/s: copy "
               + both(lambda r: _range(r["copy"])) + ", triad " + both(lambda r: _range(r["triad"])),
+              "  widest max/min of one ceiling's samples (fp32 GEMM, copy, triad): "
+              + both(lambda r: f"{r['widest_spread']:.2f}"),
               "  ridge (fp32 GEMM / copy): " + both(lambda r: f"{r['ridge']:.1f}") + " FLOP/B",
               "  B* of the Llama-like model on this CPU (fp32, the run's ceilings), S = "
               + ", ".join(f"{s:,}" for s in CONTEXTS) + ":"]
@@ -268,7 +324,8 @@ def report(results: dict) -> str:
     lines += ["  decode grid (4 variants × 4 batches × 3 contexts): achieved GB/s " + both(
         lambda r: f"{r['decode_grid']['GBps_min']:.2f}–{r['decode_grid']['GBps_max']:.2f}")
         + " (batch 1: " + both(lambda r: f"{r['decode_grid']['b1_GBps_min']:.2f}–{r['decode_grid']['b1_GBps_max']:.2f}")
-        + "); fraction of the roofline " + both(lambda r: f"{r['decode_grid']['of_roofline_min']:.2f}–"
+        + "), at most " + both(lambda r: f"{r['decode_grid']['GBps_max_of_copy']:.2f}") + " of the copy median"
+        + "; fraction of the roofline " + both(lambda r: f"{r['decode_grid']['of_roofline_min']:.2f}–"
                                                       f"{r['decode_grid']['of_roofline_max']:.2f}")
         + ", median " + both(lambda r: f"{r['decode_grid']['of_roofline_median']:.2f}")
         + "; points within 2× of it " + both(lambda r: f"{r['decode_grid']['within_2x']}")
@@ -276,7 +333,10 @@ def report(results: dict) -> str:
         "  decode model's B* (baseline) at S = 256, 1,024, 4,096: " + both(lambda r: ", ".join(
             _b_star(x) for x in r["decode_grid"]["b_star_decode_model"].values()))
         + "; points the roofline calls compute-bound " + both(lambda r: str(r["decode_grid"]["compute_bound"]))
-        + "; baseline's exactly those at or past its B*: " + both(lambda r: str(r["decode_grid"]["b_star_agrees"]))]
+        + "; baseline's exactly those at or past its B*: " + both(lambda r: str(r["decode_grid"]["b_star_agrees"])),
+        f"  DIFF V2 at B 64, S 4,096 ({runs[names[0]]['decode']['diff_v2']['b64_s4096']['intensity']:.2f} FLOP/B): "
+        + both(lambda r: "compute" if r["decode"]["diff_v2"]["b64_s4096"]["compute_bound"] else "memory")
+        + "-bound by the run's ceilings"]
     lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
         f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
     lines.append(f"  training ({runs[names[0]]['train'][next(iter(runs[names[0]]['train']))]['baseline']['steps']} steps "
@@ -297,11 +357,23 @@ def report(results: dict) -> str:
     lines.append(f"  FlopCounterMode vs our counts: {fc['agree']} of {fc['rows']} (variant, backend) rows agree "
                  f"exactly ({fc['with_attention']} with attention, math path; {fc['rows'] - fc['with_attention']} "
                  f"projections only, SDPA); CPU fused SDPA counted: {fc['cpu_fused_sdpa_counted']}")
+    loaded, v = results["loaded"], results["verdicts"]
+    lines += ["", f"Loaded runs ({' / '.join(loaded)}, the same command while other jobs ran): load average "
+              + " / ".join(f"{x['load_min']:.1f}–{x['load_max']:.1f}" for x in loaded.values())
+              + "; fp32 GEMM " + " / ".join(f"{x['gemm_float32']:.1f}" for x in loaded.values())
+              + " GFLOP/s, copy " + " / ".join(f"{x['copy_GBps']:.1f}" for x in loaded.values())
+              + " GB/s, ridge " + " / ".join(f"{x['ridge']:.1f}" for x in loaded.values())
+              + "; decode time / baseline, median: DIFF V1 " + " / ".join(f"{x['diff_v1_time_ratio']:.2f}"
+                                                                        for x in loaded.values())
+              + ", DIFF V2 " + " / ".join(f"{x['diff_v2_time_ratio']:.2f}" for x in loaded.values()),
+              f"  over all {v['runs']} runs: V1 slower than V2 in {v['v1_slower_than_v2']}, V2 slower than its bytes "
+              f"say in {v['v2_slower_than_its_bytes']}; the median ratios moved by at most {v['v1_ratio_moved']:.2f} "
+              f"(V1) and {v['v2_ratio_moved']:.2f} (V2) between a loaded and a quiet run"]
     return "\n".join(lines)
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:
     from diffattn.perf import plots
 
-    info = json.loads(run_path(next(iter(RUNS))).read_text())
+    info = json.loads(run_path(next(iter(RUNS))).read_text())  # the first quoted run; the others' are in their folders
     return [plots.roofline(info, outdir / "12-roofline.png"), plots.decode_latency(info, outdir / "12-decode.png")]

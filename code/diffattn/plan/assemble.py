@@ -36,8 +36,11 @@ def measured_sources(measured: dict) -> dict[str, evidence.Source]:
     if measured.get("decode"):
         m = measured["decode"]
         ratios = ", ".join(f"{v} {r:.2f}×" for v, r in m["ratio"].items())
-        found["measured_decode"] = evidence.Source("measured", f"{m['file']}: decode step time over the baseline's at "
-                                                               f"batch 1, context {m['context']:,}: {ratios}")
+        machine = m["machine"]
+        found["measured_decode"] = evidence.Source(
+            "measured", f"{m['file']}: decode step time over the baseline's at batch 1, context {m['context']:,}: "
+                        f"{ratios}; {machine.get('cpu', 'CPU')}, {machine.get('threads', '?')} thread(s), fp32, the "
+                        f"quietest of {m['runs']} committed run(s) (1-minute load average at most {m['peak_load']:.2f})")
     if measured.get("warmstart"):
         m = measured["warmstart"]
         gaps = "; ".join(f"{arm} {g['mean']:+.3f} [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}]" for arm, g in m["gap"].items())

@@ -5,7 +5,7 @@
     measured_loss     lesson 08's matched CPU comparison (outputs/compare/<run>/summary.json): final validation loss
                       of each variant minus the baseline's, paired by seed
     measured_ops      lesson 06's CPU attention benchmark (outputs/bench/cpu.json): each op's fwd+bwd time / baseline
-    measured_decode   lesson 12's decode benchmark, when a file under outputs/bench/ has one (see its docstring)
+    measured_decode   lesson 12's decode benchmark (outputs/bench/<run>/roofline.json): the quietest committed run
     measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
                       against the baseline trained on, t intervals over seeds, and whether any arm beat the null
 
@@ -131,21 +131,30 @@ def measured_ops(path: Path | None = None) -> dict | None:
 
 
 def measured_decode(folder: Path | None = None) -> dict | None:
-    """Lesson 12's measured decode steps, if a JSON file in outputs/bench/ holds them: a top-level "decode" list of
-    {"variant", "context", "batch", "step_ms"} rows (the contract this reader asks of lesson 12's benchmark).
-    Returns each variant's step time over the baseline's at the largest context measured at batch 1, or None."""
+    """Lesson 12's measured decode steps from the runs of `bench roofline` under outputs/bench/: each <run>/roofline.json
+    with a "decode" list of {"variant", "context", "batch", "ms"} rows and the run's "load_average". Of the readable
+    runs, the one whose 1-minute load average peaked lowest (ties: the first folder by name), so the choice depends on
+    what was measured, not on the order the files are listed in. Returns each variant's step time over the baseline's
+    at the largest context measured at batch 1, with the run's file, peak load and how many runs were readable; None
+    when there is none."""
     folder = folder or outputs_dir() / "bench"
-    for path in sorted(folder.glob("*.json")):
+    found = []
+    for path in sorted(folder.glob("*/roofline.json")):
         try:
-            rows = json.loads(path.read_text()).get("decode")
-            rows = [r for r in rows if r["batch"] == 1] if isinstance(rows, list) else []
+            info = json.loads(path.read_text())
+            rows = [r for r in info["decode"] if r["batch"] == 1 and "ms" in r]
             context = max(r["context"] for r in rows)
-            steps = {r["variant"]: r["step_ms"] for r in rows if r["context"] == context}
+            steps = {r["variant"]: r["ms"] for r in rows if r["context"] == context}
             ratios = {v: ms / steps["baseline"] for v, ms in steps.items() if v != "baseline"}
+            load = max(x[0] for x in info["load_average"].values() if x)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
             continue
-        return {"file": _shown(path), "context": context, "batch": 1, "ratio": ratios}
-    return None
+        found.append({"file": _shown(path), "context": context, "batch": 1, "ratio": ratios, "peak_load": load,
+                      "machine": info.get("machine", {})})
+    if not found:
+        return None
+    quietest = min(found, key=lambda run: run["peak_load"])  # min keeps the first of equals: sorted by folder name
+    return {**quietest, "runs": len(found)}
 
 
 def measured_warmstart(path: Path | None = None) -> dict | None:

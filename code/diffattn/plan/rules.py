@@ -176,8 +176,9 @@ def throughput(decode: dict, measured: dict) -> list[Rule]:
     measured_decode = measured.get("decode")
     if measured_decode:
         shown = ", ".join(f"{v} {r:.2f}×" for v, r in measured_decode["ratio"].items())
-        out = [Rule(f"measured decode step over the baseline's (batch 1, context {measured_decode['context']:,}): "
-                    f"{shown}", ("measured_decode",))]
+        out = [Rule(f"measured decode step over the baseline's (batch 1, context {measured_decode['context']:,}, "
+                    f"{measured_decode['file']}, the quietest committed run; a CPU in fp32, not your GPU): {shown}",
+                    ("measured_decode",))]
     else:
         out = [Rule("no measured decode benchmark under outputs/bench/ yet (lesson 12), so decode comes from the "
                     "roofline, assuming the step runs at the machine's ceilings", ("roofline",))]
