@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from diffattn.config import GPTConfig
+from diffattn.config import INIT_STD, GPTConfig
 from diffattn.errors import ConfigError, one_line, require
 from diffattn.model import GPT
 
@@ -70,7 +70,7 @@ def hf_config(transformers: Any, model: GPTConfig, kind: str) -> Any:
     common = dict(vocab_size=model.vocab_size, hidden_size=model.d_model, intermediate_size=model.ffn_hidden,
                   num_hidden_layers=model.n_layer, num_attention_heads=model.n_head,
                   num_key_value_heads=model.n_kv_head, head_dim=model.head_dim,
-                  max_position_embeddings=model.max_seq_len, rms_norm_eps=model.norm_eps, initializer_range=0.02,
+                  max_position_embeddings=model.max_seq_len, rms_norm_eps=model.norm_eps, initializer_range=INIT_STD,
                   tie_word_embeddings=model.tie_embeddings,
                   rope_parameters={"rope_type": "default", "rope_theta": float(model.rope_base)},
                   attention_dropout=0.0, attention_bias=False, hidden_act="silu", bos_token_id=None,
