@@ -27,12 +27,14 @@ CHECK_SEQUENCES, CALIBRATION_SEED = 32, 1234
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("convert", help="turn a trained baseline checkpoint into DIFF V2 (same logits) or V1 (lesson 13)")
-    p.add_argument("src", type=Path, help="a baseline checkpoint folder (checkpoint.pt or model.safetensors)")
-    p.add_argument("--to", default=None, help=f"the target: {' or '.join(TARGETS)} (default: diff_v2), or hf: the "
-                                             f"baseline as transformers' LlamaForCausalLM, a DIFF V1 as DiffLlamaForCausalLM")
-    p.add_argument("--from-hf", action="store_true", help="SRC is a transformers Llama or DiffLlama folder: write it as "
-                                                         "a course baseline or V1 checkpoint (then convert that)")
+    p = sub.add_parser("convert", help="turn a trained baseline checkpoint into DIFF V2 (same logits) or V1, "
+                                       "or to and from transformers (--to hf, --from-hf) (lesson 13)")
+    p.add_argument("src", type=Path, help="a baseline checkpoint folder (checkpoint.pt or model.safetensors; a V1 too "
+                                          "with --to hf), or a transformers model folder with --from-hf")
+    p.add_argument("--to", default=None, help=f"the target: {' or '.join(TARGETS)} (default: diff_v2), or hf: a "
+                                             f"baseline as transformers' LlamaForCausalLM, a V1 as DiffLlamaForCausalLM")
+    p.add_argument("--from-hf", action="store_true", help="SRC is a transformers Llama or DiffLlama folder: write "
+                                                         "it as a course baseline or V1 checkpoint (then convert that)")
     p.add_argument("--out", type=Path, default=None, help="where to write it (default: SRC-to-TARGET beside SRC)")
     w = sub.add_parser("warmstart", help="lesson 13's warm-start study: baseline trained on vs converted to DIFF vs "
                                          "LoRA-only (about 15 min on 2 cores)")

@@ -19,8 +19,8 @@ Both directions copy tensors, reorder rows and fold constants; nothing is retrai
     V1 heads     DiffLlama's num_attention_heads is the course's n_head (two d-wide heads per differential head). It
                  orders query heads [every q1 | every q2], KV heads [every k1 | every k2] and value halves likewise;
                  the course interleaves (q1_i, q2_i), (k1_g, k2_g) and keeps a group's 2d value together. Another row
-                 permutation (of W_Q, W_K, W_V). λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init with the same four
-                 vectors and the same schedule λ_init = 0.8 − 0.6·exp(−0.3·layer), 0-based, on both sides.
+                 permutation (of W_Q, W_K, W_V). λ = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init with the same
+                 four vectors and the same schedule λ_init = 0.8 − 0.6·exp(−0.3·layer), 0-based, on both sides.
     V1 norm      DiffLlama's groupnorm has no gain (the first official release); the course's subln has a 2d gain γ
                  (the official code now). out = W_O((1 − λ_init)·γ ⊙ RMSNorm(head)), so export folds γ (and a
                  head_scale other than 1 − λ_init) into W_O's columns; import sets γ = 1. Its eps is rms_norm_eps,
@@ -48,8 +48,7 @@ from diffattn.config import INIT_STD, GPTConfig
 from diffattn.errors import ConfigError, one_line, require
 from diffattn.model import GPT
 
-HF_CLASSES = {"baseline": ("LlamaConfig", "LlamaForCausalLM", "llama"),
-              "diff_v1": ("DiffLlamaConfig", "DiffLlamaForCausalLM", "diffllama")}
+HF_CLASSES = {"baseline": ("LlamaForCausalLM", "llama"), "diff_v1": ("DiffLlamaForCausalLM", "diffllama")}
 V1_SUBLN_EPS = 1e-5  # diffattn.nn.attention.DiffAttentionV1's subln
 CHECK_SEQUENCES, CHECK_SEED = 4, 1234
 AGREEMENT = 1e-3  # of the largest |logit|: far above fp32 rounding (~1e-6 of it), far below a wrong mapping (~1)
@@ -90,7 +89,7 @@ def _head_rows(heads: int, d: int, paired: bool, rope: bool) -> Tensor:
     [every first of a pair | every second] against the course's interleaved pairs (DIFF V1)."""
     order = torch.arange(heads)
     if paired:
-        order = torch.cat((order[0::2], order[1::2]))  # HF head j < heads/2 is course head 2j, else 2(j − heads/2) + 1
+        order = torch.cat((order[0::2], order[1::2]))  # HF head j < heads/2: course 2j; else 2(j − heads/2) + 1
     within = _rope_rows(d) if rope else torch.arange(d)
     return (order[:, None] * d + within[None, :]).flatten()
 
@@ -103,15 +102,16 @@ def _layout(config: GPTConfig) -> dict[str, tuple[str, Tensor | None]]:
                                                   "lm_head.weight": ("lm_head.weight", None)}
     for i in range(config.n_layer):
         hf, ours = f"model.layers.{i}.", f"blocks.{i}."
+        q_rows, k_rows = _head_rows(config.n_head, d, paired, True), _head_rows(config.n_kv_head, d, paired, True)
+        v_rows = _head_rows(config.n_kv_head, d, True, False) if paired else None  # V1: value halves, no RoPE
         keys |= {hf + "input_layernorm.weight": (ours + "attn_norm.weight", None),
                  hf + "post_attention_layernorm.weight": (ours + "ffn_norm.weight", None),
                  hf + "mlp.gate_proj.weight": (ours + "ffn.w_gate.weight", None),
                  hf + "mlp.up_proj.weight": (ours + "ffn.w_up.weight", None),
                  hf + "mlp.down_proj.weight": (ours + "ffn.w_down.weight", None),
-                 hf + "self_attn.q_proj.weight": (ours + "attn.q_proj.weight", _head_rows(config.n_head, d, paired, True)),
-                 hf + "self_attn.k_proj.weight": (ours + "attn.k_proj.weight", _head_rows(config.n_kv_head, d, paired, True)),
-                 hf + "self_attn.v_proj.weight": (ours + "attn.v_proj.weight",
-                                                  _head_rows(config.n_kv_head, d, True, False) if paired else None),
+                 hf + "self_attn.q_proj.weight": (ours + "attn.q_proj.weight", q_rows),
+                 hf + "self_attn.k_proj.weight": (ours + "attn.k_proj.weight", k_rows),
+                 hf + "self_attn.v_proj.weight": (ours + "attn.v_proj.weight", v_rows),
                  hf + "self_attn.o_proj.weight": (ours + "attn.out_proj.weight", None)}
         if paired:
             keys |= {hf + f"self_attn.{name}": (ours + f"attn.{name}", None)
@@ -136,7 +136,7 @@ def to_hf(model: GPT) -> Any:
     transformers = require_transformers()
     check_exportable(model)
     c = model.config
-    _, class_name, kind = HF_CLASSES[c.attention]
+    class_name, kind = HF_CLASSES[c.attention]
     state = {k: v.detach().float() for k, v in model.state_dict().items()}
     hf_state = {hf: state[ours] if rows is None else state[ours][rows] for hf, (ours, rows) in _layout(c).items()}
     s = c.embed_scale  # x_0 = s·E[token]: scale the table; a tied head then reads s·E, which the final gain undoes
@@ -147,8 +147,10 @@ def to_hf(model: GPT) -> Any:
     else:
         hf_state["lm_head.weight"] = state["lm_head.weight"]
     for i, block in enumerate(model.blocks if c.attention == "diff_v1" else ()):
-        attn = block.attn  # W_O · ((1 − norm_λ) γ ⊙ n) = (W_O · diag(tiled γ (1 − norm_λ)/(1 − λ_init))) · ((1 − λ_init) n)
-        column_scale = attn.subln.weight.float().repeat(attn.num_heads) * ((1.0 - attn.norm_lambda) / (1.0 - attn.lambda_init))
+        # W_O ((1 − norm_λ) γ ⊙ n) = (W_O diag(γ_tiled · ratio)) ((1 − λ_init) n), γ tiled over the heads
+        attn = block.attn
+        ratio = (1.0 - attn.norm_lambda) / (1.0 - attn.lambda_init)  # 1 unless head_scale set it apart
+        column_scale = attn.subln.weight.float().repeat(attn.num_heads) * ratio
         hf_state[f"model.layers.{i}.self_attn.o_proj.weight"] = state[f"blocks.{i}.attn.out_proj.weight"] * column_scale
     net = getattr(transformers, class_name)(hf_config(transformers, c, kind)).float()
     missing, unexpected = net.load_state_dict(hf_state, strict=False)
@@ -159,7 +161,7 @@ def to_hf(model: GPT) -> Any:
 
 def _import_config(hf: Any) -> GPTConfig:
     """The course GPTConfig of a transformers Llama / DiffLlama config; ConfigError for what the course cannot hold."""
-    kinds = {kind: attention for attention, (_, _, kind) in HF_CLASSES.items()}
+    kinds = {kind: attention for attention, (_, kind) in HF_CLASSES.items()}
     require(hf.model_type in kinds, f"import reads model_type llama or diffllama (got {hf.model_type!r})")
     rope = dict(getattr(hf, "rope_parameters", None) or {})
     require(rope.get("rope_type", "default") == "default", f"the course's RoPE has no scaling (rope_type "
@@ -218,8 +220,8 @@ def check_tokens(config: GPTConfig) -> Tensor:
 def _require_agreement(gap: dict[str, float], what: str) -> None:
     """fp32 rounding moves logits by ~1e-6 of their size; a mapping error by their size. Refuse the second."""
     require(gap["max_abs_logit_gap"] <= AGREEMENT * max(1.0, gap["max_abs_logit"]),
-            f"{what}: the logits differ by {gap['max_abs_logit_gap']:.3g} (largest |logit| {gap['max_abs_logit']:.3g}), "
-            f"so this transformers version maps a field differently; nothing written")
+            f"{what}: the logits differ by {gap['max_abs_logit_gap']:.3g} (largest |logit| "
+            f"{gap['max_abs_logit']:.3g}), so this transformers version maps a field differently; nothing written")
 
 
 def export_folder(src: Path, out: Path) -> dict[str, Any]:
@@ -237,7 +239,7 @@ def export_folder(src: Path, out: Path) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         to_hf(model).save_pretrained(tmp)
-        cls = getattr(transformers, HF_CLASSES[model.config.attention][1])
+        cls = getattr(transformers, HF_CLASSES[model.config.attention][0])
         gap = logit_gap(model, cls.from_pretrained(tmp, local_files_only=True, dtype=torch.float32),
                         check_tokens(model.config))
         _require_agreement(gap, f"{cls.__name__} in {out}")
