@@ -12,7 +12,9 @@ Both directions copy tensors, reorder rows and fold constants; nothing is retrai
                  attn_norm / ffn_norm ↔ input_layernorm / post_attention_layernorm, ffn.w_gate / w_up / w_down ↔
                  mlp.gate_proj / up_proj / down_proj, attn.q/k/v_proj ↔ self_attn.q/k/v_proj, out_proj ↔ o_proj.
                  Same arithmetic: RMSNorm (eps = rms_norm_eps), SiLU-gated MLP, 1/√d scores, no biases, the vocab
-                 as it is (neither side pads it), RoPE θ_i = base^(−2i/d) (computed in fp64 here, fp32 there).
+                 as it is (neither side pads it), RoPE θ_i = base^(−2i/d). Its angles p·θ_i are formed in fp64 and
+                 rounded once here, in fp32 there: the one numerical difference, so fp32 logits agree to rounding
+                 that grows with position p (tests/test_13_hf.py measures both).
     RoPE layout  the course rotates interleaved pairs (2i, 2i+1), transformers the halves (i, d/2 + i). HF channel
                  i of a query or key head is course channel 2i, HF channel d/2 + i is 2i + 1: a row permutation of
                  W_Q and W_K inside every head, which leaves every q·k as it was.
