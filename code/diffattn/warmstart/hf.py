@@ -26,7 +26,8 @@ Both directions copy tensors, reorder rows and fold constants; nothing is retrai
     V1 norm      DiffLlama's groupnorm has no gain (the first official release); the course's subln has a 2d gain γ
                  (the official code now). out = W_O((1 − λ_init)·γ ⊙ RMSNorm(head)), so export folds γ (and a
                  head_scale other than 1 − λ_init) into W_O's columns; import sets γ = 1. Its eps is rms_norm_eps,
-                 the course's is 1e-5: a V1 exports only with norm_eps = 1e-5.
+                 the course's is 1e-5: a V1 exports only with norm_eps = 1e-5. (One more difference, outside fp32:
+                 DiffLlama rounds λ to the activations' dtype, the course keeps it in fp32 under bf16.)
     embed_scale  Llama has none: export multiplies the embedding by it, and with a tied head divides the final
                  norm's gain by it, so x_0 and the logits are unchanged.
 
