@@ -60,17 +60,11 @@ MISMATCHES = [
 
 
 def hf_configs(transformers, model) -> dict[str, Any]:
-    """The Llama and DiffLlama configs for the course's baseline shape `model` (a diffattn GPTConfig, n_head = h_base)."""
-    common = dict(vocab_size=model.vocab_size, hidden_size=model.d_model, intermediate_size=model.ffn_hidden,
-                  num_hidden_layers=model.n_layer, num_attention_heads=model.n_head,
-                  num_key_value_heads=model.n_kv_head, head_dim=model.head_dim,
-                  max_position_embeddings=model.max_seq_len, rms_norm_eps=model.norm_eps,
-                  initializer_range=0.02, tie_word_embeddings=model.tie_embeddings,
-                  rope_parameters={"rope_type": "default", "rope_theta": float(model.rope_base)},
-                  attention_dropout=0.0, attention_bias=False, hidden_act="silu", use_cache=False,
-                  bos_token_id=None, eos_token_id=None, pad_token_id=None, attn_implementation="sdpa")
-    return {"llama": transformers.LlamaConfig(**common, mlp_bias=False),
-            "diffllama": transformers.DiffLlamaConfig(**common, lambda_std_dev=0.1)}
+    """The Llama and DiffLlama configs for the course's baseline shape `model` (a diffattn GPTConfig, n_head = h_base):
+    lesson 13's export mapping (diffattn.warmstart.hf.hf_config), so DiffLlama's attention is the course's V1."""
+    from diffattn.warmstart.hf import hf_config
+
+    return {kind: hf_config(transformers, model, kind) for kind in ("llama", "diffllama")}
 
 
 def build_model(transformers, kind: str, config, seed: int, subln_gain: bool = False):

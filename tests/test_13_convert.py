@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,13 @@ def test_convert_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path):
         assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and phrase in err, (name, err)
         assert sorted(p for p in tmp_path.rglob("*")) == before, name
     assert not (SHIPPED.parent / "diff_v1-to-diff_v2").exists()
+
+
+def test_transformers_export_and_import_without_transformers_is_one_line(tmp_path, monkeypatch):
+    """transformers is a dev-only extra (tests/test_13_hf.py runs where it is installed): without it, `--to hf` and
+    `--from-hf` stop with one line naming the install command, and write nothing."""
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
+    for args in (["convert", str(SHIPPED), "--to", "hf"], ["convert", str(SHIPPED), "--from-hf"]):
+        code, out, err = run_cli(*args, "--out", str(tmp_path / "out"))
+        assert code == 2 and out == "" and err.count("\n") == 1 and "pip install transformers" in err, (args, err)
+        assert list(tmp_path.iterdir()) == [], args

@@ -1,11 +1,16 @@
-"""`python -m diffattn convert SRC --to diff_v2|diff_v1 [--out DIR]` and `python -m diffattn warmstart [--jobs N]`
-(lesson 13). Argument parsing only: torch is imported when a command runs, so `--help` stays fast.
+"""`python -m diffattn convert SRC --to diff_v2|diff_v1|hf [--out DIR]`, `convert HF_DIR --from-hf [--out DIR]` and
+`python -m diffattn warmstart [--jobs N]` (lesson 13). Argument parsing only: torch is imported when a command runs,
+so `--help` stays fast.
 
 convert reads a trained baseline checkpoint (a training folder or a weights-only copy, diffattn.checkpoint), writes
 the converted model as a weights-only copy (model.safetensors + config.json) and prints how far its logits land from
 the original's on the checkpoint's own validation data. Bad input (a checkpoint that is not a baseline, a missing or
 unreadable one, an unknown target, an output folder that already holds a model) is one `error:` line and exit code 2,
 and nothing is written.
+
+`--to hf` writes a baseline as transformers' LlamaForCausalLM and a DIFF V1 as DiffLlamaForCausalLM (save_pretrained);
+`--from-hf` reads such a folder back as a course checkpoint, e.g. a Llama to `convert` next (diffattn.warmstart.hf).
+Both need transformers, a dev-only extra: without it they stop with one line saying `pip install transformers`.
 """
 
 from __future__ import annotations
@@ -22,9 +27,14 @@ CHECK_SEQUENCES, CALIBRATION_SEED = 32, 1234
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("convert", help="turn a trained baseline checkpoint into DIFF V2 (same logits) or V1 (lesson 13)")
-    p.add_argument("src", type=Path, help="a baseline checkpoint folder (checkpoint.pt or model.safetensors)")
-    p.add_argument("--to", default="diff_v2", help=f"the target: {' or '.join(TARGETS)} (default: %(default)s)")
+    p = sub.add_parser("convert", help="turn a trained baseline checkpoint into DIFF V2 (same logits) or V1, "
+                                       "or to and from transformers (--to hf, --from-hf) (lesson 13)")
+    p.add_argument("src", type=Path, help="a baseline checkpoint folder (checkpoint.pt or model.safetensors; a V1 too "
+                                          "with --to hf), or a transformers model folder with --from-hf")
+    p.add_argument("--to", default=None, help=f"the target: {' or '.join(TARGETS)} (default: diff_v2), or hf: a "
+                                             f"baseline as transformers' LlamaForCausalLM, a V1 as DiffLlamaForCausalLM")
+    p.add_argument("--from-hf", action="store_true", help="SRC is a transformers Llama or DiffLlama folder: write "
+                                                         "it as a course baseline or V1 checkpoint (then convert that)")
     p.add_argument("--out", type=Path, default=None, help="where to write it (default: SRC-to-TARGET beside SRC)")
     w = sub.add_parser("warmstart", help="lesson 13's warm-start study: baseline trained on vs converted to DIFF vs "
                                          "LoRA-only (about 15 min on 2 cores)")
@@ -33,7 +43,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def convert_main(args: argparse.Namespace) -> int:
-    require(args.to in TARGETS, f"--to must be one of {', '.join(TARGETS)} (got {args.to!r})")
+    if args.from_hf or args.to == "hf":
+        return hf_main(args)
+    args.to = args.to or TARGETS[0]
+    require(args.to in TARGETS, f"--to must be one of {', '.join(TARGETS)} or hf (got {args.to!r})")
     out = args.out or args.src.with_name(f"{args.src.name}-to-{args.to}")
     require(not (out / "model.safetensors").exists() and not (out / "checkpoint.pt").exists(),
             f"{out} already holds a model: choose another --out or remove it")
@@ -57,6 +70,23 @@ def convert_main(args: argparse.Namespace) -> int:
     save_weights(out, converted, record)
     print(f"{args.to} in {out}: largest |logit change| {gap['max_abs_logit_gap']:.3g} on {CHECK_SEQUENCES} validation "
           f"sequences (largest |logit| {gap['max_abs_logit']:.3g}); loss {gap['loss_before']:.4f} → {gap['loss_after']:.4f}")
+    return 0
+
+
+def hf_main(args: argparse.Namespace) -> int:
+    """`--to hf` (export) or `--from-hf` (import): diffattn.warmstart.hf, which checks the logits of what it wrote."""
+    require(not (args.from_hf and args.to), "--from-hf imports only: convert the checkpoint it writes afterwards")
+    out = args.out or args.src.with_name(f"{args.src.name}-{'from' if args.from_hf else 'to'}-hf")
+    from diffattn.warmstart import hf
+
+    if args.from_hf:
+        found = hf.import_folder(args.src, out)
+        made = f"course {found['attention']} checkpoint"
+    else:
+        found = hf.export_folder(args.src, out)
+        made = f"transformers {found['class']}"
+    print(f"{made} in {out}: largest |logit gap| {found['max_abs_logit_gap']:.3g} to the original on "
+          f"{hf.CHECK_SEQUENCES} random sequences (largest |logit| {found['max_abs_logit']:.3g})")
     return 0
 
 
