@@ -347,17 +347,22 @@ def test_sweep_gives_the_model_back_unchanged(impl, request, tokens, variant):
                      f"the {name} model after a sweep_model whose evaluate raised at the 2nd value", LOGIT_AXES)
 
 
+def refused_before_evaluating(impl, model, values, is_v2: bool, tokens) -> None:
+    """sweep_model must raise ValueError on `values` and never call evaluate."""
+    why = "a gate lies strictly between 0 and 1" if is_v2 else "λ must be finite"
+    sweep = f"sweep_model of the {'DIFF V2' if is_v2 else 'DIFF V1'} model over {show(values)}"
+    record = Recorder(tokens)
+    with refuses(ValueError, f"{sweep} ({why})"):
+        impl.sweep_model(model, values, record)
+    assert record.logits == [], \
+        f"{sweep}: a bad value must be refused before evaluate runs; evaluate ran {len(record.logits)} time(s)"
+
+
 @pytest.mark.grade("11.3", points=1)
 def test_sweep_refuses_bad_settings_before_evaluating(impl, v1_model, v2_model, tokens):
     for model, values in ((v2_model, [0.5, 1.0]), (v2_model, [0.2, 0.0]), (v2_model, [math.nan]),
                           (v1_model, [0.5, math.inf]), (v1_model, [math.nan])):
-        why = "a gate lies strictly between 0 and 1" if model is v2_model else "λ must be finite"
-        sweep = f"sweep_model of the {'DIFF V2' if model is v2_model else 'DIFF V1'} model over {show(values)}"
-        record = Recorder(tokens)
-        with refuses(ValueError, f"{sweep} ({why})"):
-            impl.sweep_model(model, values, record)
-        assert record.logits == [], \
-            f"{sweep}: a bad value must be refused before evaluate runs; evaluate ran {len(record.logits)} time(s)"
+        refused_before_evaluating(impl, model, values, model is v2_model, tokens)
     baseline = GPT(matched_configs(BASE)["baseline"]).eval()  # no λ anywhere
     with refuses(ValueError, "sweep_model of a baseline model (no layer has a λ to sweep)"):
         impl.sweep_model(baseline, [0.5], Recorder(tokens))
@@ -370,13 +375,7 @@ def test_sweep_checks_the_model_and_every_value_up_front(impl, v1_model, v2_mode
     is simply no scores."""
     for model, values in ((v1_model, [-math.inf]), (v1_model, [0.3, -math.inf]), (v2_model, [-0.2]),
                           (v2_model, [0.5, 1.5]), (v2_model, [math.inf]), (v2_model, [0.5, -math.inf])):
-        why = "a gate lies strictly between 0 and 1" if model is v2_model else "λ must be finite"
-        sweep = f"sweep_model of the {'DIFF V2' if model is v2_model else 'DIFF V1'} model over {show(values)}"
-        record = Recorder(tokens)
-        with refuses(ValueError, f"{sweep} ({why})"):
-            impl.sweep_model(model, values, record)
-        assert record.logits == [], \
-            f"{sweep}: a bad value must be refused before evaluate runs; evaluate ran {len(record.logits)} time(s)"
+        refused_before_evaluating(impl, model, values, model is v2_model, tokens)
     baseline = GPT(matched_configs(BASE)["baseline"]).eval()
     with refuses(ValueError, "sweep_model of a baseline model over [] (not a DIFF model, whatever the values)"):
         impl.sweep_model(baseline, [], Recorder(tokens))
