@@ -27,6 +27,9 @@ def test_lesson_reports_its_saved_numbers():
     assert text.startswith("Lesson 13") and "below 1e-05" in text
     assert results["convert"]["diff_v2"]["max_abs_logit_gap"] < 1e-5 < results["convert"]["diff_v1"]["max_abs_logit_gap"]
     assert results["plan"]["v2_params_per_layer"] == 4096 * 32 * 128 + 4096 * 32  # second half of W_Q, and W_λ
+    assert "processes, Python's start-up included): yes" in text and results["plan"]["wall_s"] < 1.0
+    slow = {**results, "plan": {**results["plan"], "wall_s": 1.5}}  # the report's check can fail
+    assert "processes, Python's start-up included): NO" in lesson.report(slow)
 
 
 def test_the_committed_study_is_the_declared_one():

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from diffattn import experiments, train_options
+from diffattn import train_options
 from diffattn.errors import ConfigError, interrupt_as_exception
 from diffattn.eval import command as eval_command
 from diffattn.numberkinds import keep_saved_if_agreeing
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     lesson.add_argument("--json", action="store_true", help="print the numbers as JSON instead of the report")
 
     course = sub.add_parser("course", help="run every lesson, write outputs/numbers.json and outputs/figures/")
-    course.add_argument("--lessons", default=",".join(experiments.LESSONS), help="comma-separated lesson numbers")
+    course.add_argument("--lessons", default=None, help="comma-separated lesson numbers (default: every lesson)")
     course.add_argument("--no-figures", action="store_true", help="skip the PNG figures (no matplotlib needed)")
 
     acc = sub.add_parser("accounting", help="parameters, KV cache and FLOPs of baseline / DIFF V1 / DIFF V2 (lesson 04)")
@@ -188,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_lesson(args: argparse.Namespace) -> int:
+    from diffattn import experiments
+
     module = experiments.load(args.number)
     results = module.run(progress=not args.json)
     print(json.dumps(results, indent=1) if args.json else module.report(results))
@@ -195,9 +197,12 @@ def cmd_lesson(args: argparse.Namespace) -> int:
 
 
 def cmd_course(args: argparse.Namespace) -> int:
-    wanted = [experiments.normalise(n.strip()) for n in args.lessons.split(",") if n.strip()]
+    from diffattn import experiments
+
+    lessons = ",".join(experiments.LESSONS) if args.lessons is None else args.lessons
+    wanted = [experiments.normalise(n.strip()) for n in lessons.split(",") if n.strip()]
     if not wanted:
-        raise ConfigError(f"--lessons needs at least one lesson number, e.g. 01,02 (got {args.lessons!r})")
+        raise ConfigError(f"--lessons needs at least one lesson number, e.g. 01,02 (got {lessons!r})")
     figures_dir = outputs_dir() / "figures"
     saved = load_numbers()
     summary = []
@@ -211,39 +216,16 @@ def cmd_course(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         results = keep_saved_if_agreeing(module.run(progress=True), saved.get(number), experiments.number_kinds(number))
         save_lesson_numbers(number, results)  # saved before figures: a plotting failure loses no numbers
-        made = [] if args.no_figures else _figures(module, results, figures_dir)
+        made = [] if args.no_figures else experiments.figures(module, results, figures_dir)
         summary.append(f"  {number}  {module.TITLE:<52} {time.perf_counter() - started:5.1f} s  {len(made)} figure(s)")
     print("course summary (outputs/numbers.json, outputs/figures/):")
     print("\n".join(summary))
-    print(_device_note(wanted))
+    print(experiments.device_note(wanted))
     stale = _lesson_mismatches(wanted)
     if stale:
         print(f"note: {len(stale)} quoted number(s) in lessons/ differ from outputs; review, then `make lessons-sync`:")
         print("\n".join(f"  {m}" for m in stale[:10]))
     return 0
-
-
-def _device_note(lessons: Sequence[str]) -> str:
-    """Lesson numbers are computed on CPU so that they are the same everywhere; a GPU gets its own run."""
-    if not any(experiments.REQUIRES.get(n) for n in lessons):
-        return "stdlib lessons only: no third-party package was needed."
-    try:
-        import torch
-    except ImportError:
-        return "PyTorch is not installed: the torch lessons were skipped (`make course` installs it)."
-    if torch.cuda.is_available():
-        return (f"GPU found ({torch.cuda.get_device_name()}): lesson numbers stay on CPU for reproducibility; "
-                "run `bash scripts/gpu_check.sh` for the GPU checks and benchmarks.")
-    return "no GPU found: everything ran on CPU (GPU-only checks live in scripts/gpu_check.sh)."
-
-
-def _figures(module, results: dict, figures_dir: Path) -> list[Path]:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("  (matplotlib not installed: figures skipped)", file=sys.stderr)
-        return []
-    return module.figures(results, figures_dir)
 
 
 def cmd_snr(args: argparse.Namespace) -> int:
@@ -273,6 +255,8 @@ def cmd_accounting(args: argparse.Namespace) -> int:
 
 def render_output(command: str) -> str:
     """What `python -m diffattn <command>` prints; `lesson NN` is rebuilt from outputs/numbers.json."""
+    from diffattn import experiments
+
     argv = shlex.split(command)
     if argv[:1] == ["lesson"] and len(argv) == 2:
         number = experiments.normalise(argv[1])
@@ -291,6 +275,7 @@ def quoting_files() -> list[Path]:
 
 def _lesson_mismatches(lessons: Sequence[str] | None = None) -> list:
     """Quoted numbers that disagree with outputs/; with `lessons`, only in those lessons' files."""
+    from diffattn import experiments
     from diffattn.lessontext import check_text
 
     numbers = load_numbers()
@@ -305,6 +290,7 @@ def _lesson_mismatches(lessons: Sequence[str] | None = None) -> list:
 
 
 def cmd_lessons(args: argparse.Namespace) -> int:
+    from diffattn import experiments
     from diffattn.lessontext import sync_text
 
     if args.action == "check":
@@ -383,6 +369,8 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     _require_torch("models")
+    from diffattn import experiments
+
     if experiments.missing_requirements("09"):  # the shipped checkpoints are safetensors files
         raise ConfigError("models needs safetensors: run `make course` (installs it)")
     from diffattn import shipped

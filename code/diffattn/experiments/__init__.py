@@ -19,6 +19,7 @@ import ast
 import importlib
 import importlib.util
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -84,3 +85,25 @@ def load(number: str) -> ModuleType:
     if missing:
         raise ConfigError(f"lesson {key} needs {', '.join(missing)}: run `make course` (installs it)")
     return importlib.import_module(LESSONS[key])
+
+
+def figures(module: ModuleType, results: dict, figures_dir: Path) -> list[Path]:
+    """`module.figures(...)`, or none (said on stderr) where matplotlib is not installed: the numbers still count."""
+    if not _installed("matplotlib"):
+        print("  (matplotlib not installed: figures skipped)", file=sys.stderr)
+        return []
+    return module.figures(results, figures_dir)
+
+
+def device_note(lessons: list[str]) -> str:
+    """Lesson numbers are computed on CPU so that they are the same everywhere; a GPU gets its own run."""
+    if not any(REQUIRES.get(n) for n in lessons):
+        return "stdlib lessons only: no third-party package was needed."
+    try:
+        import torch
+    except ImportError:
+        return "PyTorch is not installed: the torch lessons were skipped (`make course` installs it)."
+    if torch.cuda.is_available():
+        return (f"GPU found ({torch.cuda.get_device_name()}): lesson numbers stay on CPU for reproducibility; "
+                "run `bash scripts/gpu_check.sh` for the GPU checks and benchmarks.")
+    return "no GPU found: everything ran on CPU (GPU-only checks live in scripts/gpu_check.sh)."
