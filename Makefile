@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: new-lesson course test test-slow grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
+.PHONY: new-lesson course test test-slow browser-deps grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -21,6 +21,7 @@ help:
 	@echo "make handout DEST=dir  the student copy, without the solutions"
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
+	@echo "make browser-deps  Chromium + chromedriver for the browser tests (Debian/Ubuntu, as root; CI runs it)"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
 	@echo "make new-lesson NN=14 SLUG=roofline  scaffold a lesson's markdown, notebook, experiment, exercise and test"
 	@echo "make train-small the cpu-small results of lessons 08-11 (about an hour on 2 cores; commit outputs/)"
@@ -40,6 +41,16 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PYTEST)
+
+# The browser tests (tests/test_site_browser.py) drive Debian's Chromium with selenium; without it they skip. As root on
+# Debian/Ubuntu this installs it (about 2 min, ~300 MB); otherwise it says how. Never fails: the tests report the rest.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then echo "browser-deps: chromium and chromedriver present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null \
+	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; } \
+	  || echo "browser-deps: apt-get could not install chromium chromium-driver; the browser tests will skip"; \
+	else echo "browser-deps: run as root (sudo make browser-deps) or: sudo apt-get install chromium chromium-driver"; fi
 
 # Grades exercises/ (not the reference), each exercise in its own process: `make grade EX=ex05` for one, DETAILS=1
 # for each part's first failure in full. Exits 0 whenever grading completed, whatever the score.
