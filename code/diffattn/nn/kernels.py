@@ -23,11 +23,13 @@ subtraction of each interleaved pair (lesson 07's exercise 07.1).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import math
 import re
 import warnings
+from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -199,17 +201,50 @@ def _sdpa_any_value_width(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tens
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     qt, kt, vt, options = _sdpa_arguments(q, k, v, causal)
-    return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, **options).transpose(1, 2)
+    out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, **options)
+    return out.reshape(q.shape[0], 1, q.shape[2], v.shape[-1]) if _packs(q, k) else out.transpose(1, 2)
+
+
+# Read on every decode call; `unpacked_decode()` clears it for the A/B (a plain global costs nothing under compile).
+_PACK_DECODE = True
+
+
+@contextlib.contextmanager
+def unpacked_decode() -> Iterator[None]:
+    """Inside this block the "sdpa" backend runs one-query GQA calls unpacked (SDPA's enable_gqa, one work item per
+    query head), as before packing existed: the "before" of scripts/gqa_decode_packing.py's A/B."""
+    global _PACK_DECODE
+    previous, _PACK_DECODE = _PACK_DECODE, False
+    try:
+        yield
+    finally:
+        _PACK_DECODE = previous
+
+
+def _packs(q: Tensor, k: Tensor) -> bool:
+    """Pack a decode step (one query position) of a GQA call on CPU, unless `unpacked_decode` is active."""
+    return _PACK_DECODE and q.shape[1] == 1 and q.shape[2] > k.shape[2] and q.device.type == "cpu"
 
 
 def _sdpa_arguments(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> tuple[Tensor, Tensor, Tensor, dict]:
-    """(b, N, H, d) tensors → SDPA's (b, H, N, d) layout and keyword arguments."""
+    """(b, N, H, d) tensors → SDPA's (b, H, N, d) layout and keyword arguments.
+
+    A GQA decode step on CPU is packed: ONE single-head call per KV head, the group's n_rep query heads as its query
+    "sequence", so each KV head's keys and values stream through the kernel once per group, not once per query head
+    (torch's CPU flash kernel runs a work item per (batch, head, query block), lesson 12 "Which claim holds here"):
+
+        q (b, 1, H_kv·n_rep, d) → (b, H_kv, n_rep, d)    query head i = KV head i // n_rep, row i % n_rep
+        out (b, H_kv, n_rep, d_v) → (b, 1, H_q, d_v)      exact: softmax rows are independent, no mask for one query
+    """
     n_q, n_k, n_rep = q.shape[1], k.shape[1], q.shape[2] // k.shape[2]
+    kt, vt = k.transpose(1, 2), v.transpose(1, 2)  # (b, H_kv, N_k, d): SDPA's layout
+    if _packs(q, k):
+        return q.reshape(q.shape[0], k.shape[2], n_rep, q.shape[-1]), kt, vt, {"attn_mask": None, "is_causal": False}
     # SDPA's is_causal aligns top-left, which is only right when N_q == N_k. A single query (one decode step) sees
     # every cached key; a chunk of several new queries needs the bottom-right mask spelled out.
     is_causal = causal and n_q == n_k
     mask = causal_mask(n_q, n_k, q.device) if causal and 1 < n_q < n_k else None
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (b, H, N, d): SDPA's layout
+    qt = q.transpose(1, 2)
     if n_rep > 1 and not _SDPA_HAS_GQA:  # torch < 2.5 has no enable_gqa: copy each KV head n_rep times
         kt, vt = kt.repeat_interleave(n_rep, dim=1), vt.repeat_interleave(n_rep, dim=1)
     extra = {"enable_gqa": n_rep > 1} if _SDPA_HAS_GQA else {}

@@ -24,6 +24,7 @@ from diffattn.errors import one_line, require
 from diffattn.model import GPT
 from diffattn.names import VARIANTS
 from diffattn.nn.cache import StaticKVCache
+from diffattn.nn.kernels import unpacked_decode
 from diffattn.perf.counts import v1_kernel_path
 from diffattn.perf.phases import model_phase_counts
 from diffattn.pure.accounting import kernel_calls
@@ -83,22 +84,10 @@ def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int
     require(all(b >= 1 for b in batches) and all(s >= 1 for s in contexts), "batches and contexts must be >= 1")
     peak, bandwidth = ceilings
     kernel = v1_kernel_path(torch.device("cpu"))
-    capacity = max(contexts) + 1
-    base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, capacity))
-    models = {}
-    for variant in variants:
-        torch.manual_seed(0)
-        models[variant] = GPT(matched_configs(base)[variant]).eval()
+    models = _models(base, variants, max(contexts) + 1)
     rows = []
     for batch in batches:
-        generator = torch.Generator().manual_seed(batch)
-        token = torch.randint(0, base.vocab_size, (batch, 1), generator=generator)
-        caches = {}
-        for variant, model in models.items():
-            try:
-                caches[variant] = _filled_caches(model, batch, capacity, generator)
-            except (RuntimeError, MemoryError) as exc:  # out of memory: say so, keep the grid going
-                rows += [{"variant": variant, "batch": batch, "context": s, "error": one_line(exc)} for s in contexts]
+        token, caches = _batch(models, batch, contexts, rows)
         for context in contexts:
             seconds = round_robin({v: _step(models[v], c, token, context) for v, c in caches.items()}, repeats)
             for variant, taken in seconds.items():
@@ -113,6 +102,92 @@ def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int
         del caches
     order = {v: i for i, v in enumerate(variants)}
     return sorted(rows, key=lambda r: (order[r["variant"]], r["batch"], r["context"]))
+
+
+def _models(base: GPTConfig, variants: tuple[str, ...], capacity: int) -> dict[str, GPT]:
+    """The matched models of `variants` (seed 0 each), with room for `capacity` cached positions."""
+    base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, capacity))
+    models = {}
+    for variant in variants:
+        torch.manual_seed(0)
+        models[variant] = GPT(matched_configs(base)[variant]).eval()
+    return models
+
+
+def _batch(models: dict[str, GPT], batch: int, contexts: tuple[int, ...],
+           rows: list[dict]) -> tuple[torch.Tensor, dict[str, list[StaticKVCache]]]:
+    """The batch's input token and each model's filled caches; a variant whose cache does not fit in memory gets
+    one error row per context in `rows` instead, and the grid goes on."""
+    generator = torch.Generator().manual_seed(batch)
+    model = next(iter(models.values()))
+    token = torch.randint(0, model.config.vocab_size, (batch, 1), generator=generator)
+    caches = {}
+    for variant, model in models.items():
+        try:
+            caches[variant] = _filled_caches(model, batch, max(contexts) + 1, generator)
+        except (RuntimeError, MemoryError) as exc:  # out of memory: say so, keep the grid going
+            rows += [{"variant": variant, "batch": batch, "context": s, "error": one_line(exc)} for s in contexts]
+    return token, caches
+
+
+def packing_ab(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
+               repeats: int = 5, advance: Callable[[], None] = lambda: None) -> list[dict]:
+    """Decode steps with GQA decode packed (`diffattn.nn.kernels`, the default) and unpacked (`unpacked_decode`),
+    all variants and both modes timed in turn at each (batch, context): one row per variant with both medians and
+    speedup = unpacked / packed. Bytes are the kernel path's (packing reads the same KV bytes, from cache once per
+    group instead of once per query head). Out-of-memory caches give error rows, as in `decode_points`."""
+    require(all(b >= 1 for b in batches) and all(s >= 1 for s in contexts), "batches and contexts must be >= 1")
+    require(repeats >= 1, f"repeats must be >= 1 (got {repeats})")
+    kernel = v1_kernel_path(torch.device("cpu"))
+    models = _models(base, variants, max(contexts) + 1)
+    rows: list[dict] = []
+    for batch in batches:
+        token, caches = _batch(models, batch, contexts, rows)
+        for context in contexts:
+            steps = {}
+            for variant, cache in caches.items():
+                steps[f"{variant}:packed"] = step = _step(models[variant], cache, token, context)
+                steps[f"{variant}:unpacked"] = _unpacked(step)
+            seconds = round_robin(steps, repeats)
+            for variant in caches:
+                config = models[variant].config
+                counted = model_phase_counts(config, variant, "decode", batch, context,
+                                             models[variant].lm_head.weight.element_size(), kernel)
+                packed, unpacked = seconds[f"{variant}:packed"], seconds[f"{variant}:unpacked"]
+                rows.append({"variant": variant, "batch": batch, "context": context, "bytes": counted["bytes"],
+                             "flops": counted["flops"], "packed_ms": packed * 1e3, "unpacked_ms": unpacked * 1e3,
+                             "speedup": unpacked / packed})
+                advance()
+        del caches
+    order = {v: i for i, v in enumerate(variants)}
+    return sorted(rows, key=lambda r: (order[r["variant"]], r["batch"], r["context"]))
+
+
+def _unpacked(step: Callable[[], None]) -> Callable[[], None]:
+    def call() -> None:
+        with unpacked_decode():
+            step()
+    return call
+
+
+def packing_summary(rows: list[dict]) -> dict:
+    """Per variant: median packed/unpacked speedup over the grid and, beside the baseline at the same (batch,
+    context), the median step-time ratio unpacked and packed and the byte ratio they should approach."""
+    ok = [r for r in rows if "error" not in r]
+    base = {(r["batch"], r["context"]): r for r in ok if r["variant"] == "baseline"}
+    summary = {}
+    for variant in dict.fromkeys(r["variant"] for r in ok):
+        mine = [r for r in ok if r["variant"] == variant]
+        paired = [(r, base[(r["batch"], r["context"])]) for r in mine if (r["batch"], r["context"]) in base]
+        summary[variant] = {"points": len(mine), "speedup_median": statistics.median(r["speedup"] for r in mine),
+                            "speedup_min": min(r["speedup"] for r in mine),
+                            "speedup_max": max(r["speedup"] for r in mine)}
+        if variant != "baseline" and paired:
+            summary[variant] |= {
+                "unpacked_time_ratio": statistics.median(r["unpacked_ms"] / b["unpacked_ms"] for r, b in paired),
+                "packed_time_ratio": statistics.median(r["packed_ms"] / b["packed_ms"] for r, b in paired),
+                "bytes_ratio": statistics.median(r["bytes"] / b["bytes"] for r, b in paired)}
+    return {"variants": summary, "errors": len(rows) - len(ok)}
 
 
 def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str) -> str:
