@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: new-lesson course test test-slow browser-deps grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
+.PHONY: new-lesson course test test-slow browser-deps site grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -21,6 +21,7 @@ help:
 	@echo "make handout DEST=dir  the student copy, without the solutions"
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
+	@echo "make site        the course as a static site in build/site/html (lessons, executed notebooks, explorer; offline)"
 	@echo "make browser-deps  Chromium + chromedriver for the browser tests (Debian/Ubuntu, as root; CI runs it)"
 	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
 	@echo "make new-lesson NN=14 SLUG=roofline  scaffold a lesson's markdown, notebook, experiment, exercise and test"
@@ -41,6 +42,20 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PYTEST)
+
+# The static site (site/conf.py; README, "The course on the web"): Sphinx, warnings as errors (-n -W), notebooks
+# executed into build/site only (cached: a rebuild reruns only changed notebooks), then the offline link check.
+SITE       := build/site
+SITE_STAMP := $(VENV)/.installed-site
+$(SITE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,site]"
+	touch $@
+
+site: $(SITE_STAMP)
+	$(PY) -m diffattn.pure.explorer $(SITE)/extra/site/explorer.html
+	$(PY) -m sphinx -q -n -W --keep-going -b html -c site -d $(SITE)/doctrees . $(SITE)/html
+	$(PY) site/linkcheck.py $(SITE)/html
+	@echo "the site: $(SITE)/html/index.html (open it in a browser; it loads nothing from the network)"
 
 # The browser tests (tests/test_site_browser.py) drive Debian's Chromium with selenium; without it they skip. As root on
 # Debian/Ubuntu this installs it (about 2 min, ~300 MB); otherwise it says how. Never fails: the tests report the rest.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,13 +17,11 @@ import pytest
 from diffattn.errors import ConfigError
 from diffattn.pure.explorer import DEFAULT, GRID, N_MAX, PAGE, TRIALS, embed, reference_grid
 from diffattn.pure.trials import try_setting
+from tests.browser import CHROMEDRIVER, CHROMIUM, SKIP, console_errors, start
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("browser tests need Chromium and chromedriver: `sudo apt-get install chromium chromium-driver` "
-                "(Debian/Ubuntu; `make browser-deps` as root), then make test", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="browser tests need selenium: pip install -e '.[dev]'")
+    pytest.skip(SKIP, allow_module_level=True)
+pytest.importorskip("selenium", reason="browser tests need selenium: pip install -e '.[dev]'")
 from selenium.webdriver.common.by import By  # noqa: E402  (after the skips: selenium may be missing)
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
@@ -50,13 +47,7 @@ def close(got: float, expected: float) -> bool:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1300"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    # an explicit driver path: selenium's own driver manager would try to download one
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    driver = start()
     yield driver
     driver.quit()
 
@@ -72,7 +63,7 @@ def grid_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict
 
 def open_page(browser: Any, path: Path = PAGE) -> None:
     browser.get(path.as_uri())
-    browser.get_log("browser")  # earlier pages' messages are not this page's
+    console_errors(browser)  # earlier pages' messages are not this page's
 
 
 def shown(browser: Any) -> dict[str, str]:
@@ -129,8 +120,7 @@ def test_page_loads_without_console_errors_and_reproduces_the_reference_grid(bro
         assert page_numbers.keys() == python_numbers.keys()
         bad = {k: (page_numbers[k], v) for k, v in python_numbers.items() if not close(page_numbers[k], v)}
         assert not bad, (python_result["setting"], bad)
-    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
-    assert not errors, errors
+    assert not console_errors(browser)
     shot = tmp_path / "explorer.png"
     browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000, shot
