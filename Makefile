@@ -43,8 +43,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PYTEST)
 
-# The static site (site/conf.py; README, "The course on the web"): Sphinx, warnings as errors (-n -W), notebooks
-# executed into build/site only (cached: a rebuild reruns only changed notebooks), then the offline link check.
+# The static site (site/conf.py; README, "Course map"): Sphinx, warnings as errors (-n -W), notebooks
+# executed into build/site only (cached: a rebuild reruns only changed notebooks; a fresh build runs all 13, about two
+# minutes of CPU), then the offline link check.
 SITE       := build/site
 SITE_STAMP := $(VENV)/.installed-site
 $(SITE_STAMP): $(STAMP)
@@ -53,7 +54,7 @@ $(SITE_STAMP): $(STAMP)
 
 site: $(SITE_STAMP)
 	$(PY) -m diffattn.pure.explorer $(SITE)/extra/site/explorer.html
-	$(PY) -m sphinx -q -n -W --keep-going -b html -c site -d $(SITE)/doctrees . $(SITE)/html
+	$(PY) -m sphinx -n -W --keep-going -b html -c site -d $(SITE)/doctrees . $(SITE)/html
 	$(PY) site/linkcheck.py $(SITE)/html
 	@echo "the site: $(SITE)/html/index.html (open it in a browser; it loads nothing from the network)"
 
