@@ -187,10 +187,23 @@ def foreign_checkpoints(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     (truncated / "config.json").write_text((SHIPPED / "config.json").read_text())
     occupied = tmp_path / "occupied"
     save_weights(occupied, GPT(GPTConfig(n_layer=1, d_model=32, n_head=2)), {"model": {}})
-    v1 = SHIPPED.parent / "diff_v1"
+    (tmp_path / "empty").mkdir()
+    configs = {"invalid-json": "{bad", "json-list": "[1, 2]", "model-not-object": '{"model": 3}'}
+    for name, text in configs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes((SHIPPED / "model.safetensors").read_bytes())
+        (tmp_path / name / "config.json").write_text(text)
+    v1, v2 = SHIPPED.parent / "diff_v1", SHIPPED.parent / "diff_v2"
     return {
-        "a DIFF V1 checkpoint": (["convert", str(v1)], "starts from a baseline checkpoint"),
+        "a DIFF V1 checkpoint": (["convert", str(v1)], "starts from a baseline checkpoint; this one is diff_v1"),
+        "a DIFF V2 checkpoint": (["convert", str(v2)], "starts from a baseline checkpoint; this one is diff_v2"),
         "a missing folder": (["convert", str(tmp_path / "nowhere")], "does not exist"),
+        "an empty folder": (["convert", str(tmp_path / "empty")], "no checkpoint in"),
+        "a file for the folder": (["convert", str(SHIPPED / "model.safetensors")], "is a file, not a checkpoint folder"),
+        "a config that is not JSON": (["convert", str(tmp_path / "invalid-json")], "config.json is not valid JSON"),
+        "a JSON list for a config": (["convert", str(tmp_path / "json-list")], "is not a checkpoint's config"),
+        "a config whose model is a number": (["convert", str(tmp_path / "model-not-object")],
+                                             "is not a checkpoint's config"),
         "a truncated file": (["convert", str(truncated)], "truncated or corrupt"),
         "an unknown target": (["convert", str(SHIPPED), "--to", "diff_v3"], "--to must be one of"),
         "an occupied output": (["convert", str(SHIPPED), "--out", str(occupied)], "already holds a model"),
@@ -204,7 +217,7 @@ def test_convert_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path):
         code, out, err = run_cli(*args, *([] if "--out" in args else ["--out", str(out_dir)]))
         assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("error: ") and phrase in err, (name, err)
         assert sorted(p for p in tmp_path.rglob("*")) == before, name
-    assert not (SHIPPED.parent / "diff_v1-to-diff_v2").exists()
+    assert sorted(p.name for p in SHIPPED.parent.iterdir()) == ["baseline", "diff_v1", "diff_v2"]
 
 
 def test_transformers_export_and_import_without_transformers_is_one_line(tmp_path, monkeypatch):

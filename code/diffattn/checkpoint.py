@@ -35,6 +35,7 @@ from diffattn.config import GPTConfig
 from diffattn.errors import ConfigError, require
 from diffattn.model import GPT
 from diffattn.names import ATTENTION
+from diffattn.results import read_json
 
 CHECKPOINT_FILE = "checkpoint.pt"
 WEIGHTS_FILE = "model.safetensors"
@@ -78,7 +79,7 @@ def has_checkpoint(directory: str | Path) -> bool:
 def load_checkpoint(directory: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The dict `save_checkpoint` wrote; ConfigError if it is missing, truncated, corrupt or of an unknown variant."""
     path = Path(directory) / CHECKPOINT_FILE
-    require(Path(directory).is_dir(), f"checkpoint directory {directory} does not exist")
+    _require_folder(Path(directory))
     require(path.is_file(), f"no checkpoint in {directory} (expected {CHECKPOINT_FILE})")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
@@ -91,6 +92,12 @@ def load_checkpoint(directory: str | Path, map_location: str | torch.device = "c
     require(attention in ATTENTION, f"checkpoint {path} has an unknown attention variant {attention!r} "
                                     f"(known: {', '.join(ATTENTION)})")
     return state
+
+
+def _require_folder(directory: Path) -> None:
+    require(not directory.is_file(), f"{directory} is a file, not a checkpoint folder (one holding {CHECKPOINT_FILE}, "
+                                     f"or {WEIGHTS_FILE} with {CONFIG_FILE})")
+    require(directory.is_dir(), f"checkpoint directory {directory} does not exist")
 
 
 def model_config(config: dict[str, Any]) -> GPTConfig:
@@ -124,14 +131,16 @@ def _load_weights(directory: Path, map_location: str | torch.device) -> tuple[di
 
     path, config_path = directory / WEIGHTS_FILE, directory / CONFIG_FILE
     require(config_path.is_file(), f"no {CONFIG_FILE} beside {path}")
+    config = read_json(config_path)
+    require(isinstance(config, dict) and isinstance(config.get("model"), dict),
+            f"{config_path} is not a checkpoint's config (a JSON object whose \"model\" is an object)")
     try:
         tensors = load(path.read_bytes())
-        config = json.loads(config_path.read_text())
     except (SafetensorError, ValueError) as exc:
         raise ConfigError(f"weights {path} are truncated or corrupt ({type(exc).__name__})") from None
-    if config.get("model", {}).get("tie_embeddings", True) and "tok_emb.weight" in tensors:
+    if config["model"].get("tie_embeddings", True) and "tok_emb.weight" in tensors:
         tensors[TIED_HEAD] = tensors["tok_emb.weight"]
-    require(config.get("model", {}).get("attention") in ATTENTION,  # load_checkpoint checks the same for checkpoint.pt
+    require(config["model"].get("attention") in ATTENTION,  # load_checkpoint checks the same for checkpoint.pt
             f"weights {path} have an unknown attention variant (known: {', '.join(ATTENTION)})")
     return {k: v.to(map_location) for k, v in tensors.items()}, config
 
@@ -140,6 +149,9 @@ def load_model(directory: str | Path, map_location: str | torch.device = "cpu") 
     """The trained GPT (eval mode, on `map_location`) and its config dict {"model", "train", "task"}, from a full
     checkpoint (checkpoint.pt) or a weights-only copy (model.safetensors)."""
     directory = Path(directory)
+    _require_folder(directory)
+    require(has_checkpoint(directory) or (directory / WEIGHTS_FILE).is_file(),
+            f"no checkpoint in {directory} (expected {CHECKPOINT_FILE}, or {WEIGHTS_FILE} with {CONFIG_FILE})")
     if (directory / WEIGHTS_FILE).is_file() and not has_checkpoint(directory):
         weights, config = _load_weights(directory, map_location)
     else:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from diffattn.errors import ConfigError
 from diffattn.paths import outputs_dir
 
 NUMBERS_FILE = "numbers.json"
@@ -34,6 +35,18 @@ def save_lesson_numbers(lesson: str, results: dict[str, Any], path: Path | None 
     numbers[lesson] = results
     write_json_atomic(path, dict(sorted(numbers.items())))
     return path
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file a user points a command at; unreadable or malformed, a one-line ConfigError naming it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

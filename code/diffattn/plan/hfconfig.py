@@ -15,14 +15,14 @@ width is 32 × 128 = 4096 at hidden 2560. Anything inconsistent raises ConfigErr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from diffattn.config import PRESETS
-from diffattn.errors import ConfigError, require
+from diffattn.errors import require
 from diffattn.pure.accounting import ModelConfig
+from diffattn.results import read_json
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "configs"
 # The shipped example configs, by name: --preset llama-3.1-8b works like --config EXAMPLES_DIR/llama-3.1-8b.json
@@ -166,15 +166,7 @@ def from_dict(raw: Any, source: str) -> Architecture:
 def read_config(path: Path | str) -> Architecture:
     """A config.json on disk; unreadable or malformed files raise ConfigError in one line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    return from_dict(raw, str(path))
+    return from_dict(read_json(path), str(path))
 
 
 def from_preset(name: str) -> Architecture:
