@@ -199,6 +199,10 @@ def test_json_and_markdown_carry_the_same_plan(tmp_path):
 # ------------------------------------------------------------------------------------------------ the numbers
 
 
+# the accounting CLI's FLOP and decode row of each variant: V1 on the planner's kernel path (figures.V1_KERNEL)
+KERNEL_ROW = {"baseline": "baseline", "baseline_2h": "baseline_2h", "diff_v1": "diff_v1_2call", "diff_v2": "diff_v2"}
+
+
 def test_the_llama_8b_figures_equal_the_accounting_command():
     """Issue 17's figure: the Llama-style 8B GQA(8) V2 delta is +16,908,288 attention weights per layer, and every
     shared number equals `python -m diffattn accounting --json` for the same shape."""
@@ -213,8 +217,7 @@ def test_the_llama_8b_figures_equal_the_accounting_command():
         assert row["attention_per_layer"] == table["params"][variant]["attention"]
         assert row["model_params"] == table["params"][variant]["model"]
         assert row["kv_bytes_at_context"] == table["kv_cache"][variant]["bytes_at_context"]
-    kernel_row = {"baseline": "baseline", "baseline_2h": "baseline_2h", "diff_v1": "diff_v1_2call", "diff_v2": "diff_v2"}
-    for variant, row in kernel_row.items():
+    for variant, row in KERNEL_ROW.items():
         assert layers["variants"][variant]["forward_flops_per_token"]["total"] == table["flops_per_token"][row]["total"]
         assert decode["variants"][variant]["bytes"] == table["decode"][row]["step_bytes"]
 
