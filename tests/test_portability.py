@@ -31,10 +31,10 @@ def kernel_path_cases() -> dict[str, dict[str, str]]:
     """One case per kernel path this CPU offers besides the one torch picks by itself (that one is the freshness
     test's run): on an AVX-512 machine default and avx2, on an AVX2 machine default."""
     try:
-        from diffattn.cpu import kernel_paths, native_path
+        from diffattn.cpu import kernel_path_env, kernel_paths, native_path
     except ImportError:  # no torch: every case skips below
         return {}
-    return {f"kernel path {path} (ATEN_CPU_CAPABILITY={path})": {"ATEN_CPU_CAPABILITY": path}
+    return {f"kernel path {path} (ATEN_CPU_CAPABILITY={path})": kernel_path_env(path)
             for path in kernel_paths() if path != native_path()}
 
 
@@ -72,9 +72,21 @@ def test_every_kernel_path_case_really_runs_on_its_path():
         pytest.skip("this CPU runs the portable kernels already: there is no other path to compare with")
     assert "default" in paths
     for path in paths:
-        env = {**os.environ, "ATEN_CPU_CAPABILITY": path}
+        env = {**os.environ, **CASES[f"kernel path {path} (ATEN_CPU_CAPABILITY={path})"]}
         shown = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
         assert shown.stdout.strip().lower() == path
+
+
+def test_bf16_attention_runs_on_every_emulated_path():
+    """torch 2.13 on an AVX-512 CPU with only ATEN_CPU_CAPABILITY lowered fails in bf16 SDPA (oneDNN still sees
+    AVX-512 and asks for AVX-512 packing): the cases must cap oneDNN and MKL too, as cpu.kernel_path_env does."""
+    pytest.importorskip("torch")
+    probe = ("import torch; q = torch.randn(1, 2, 64, 32, dtype=torch.bfloat16); "
+             "torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True); print('ok')")
+    for case, env_changes in CASES.items():
+        done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env_changes}, capture_output=True,
+                              text=True)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", f"{case}: {done.stderr[-300:]}"
 
 
 def test_kernel_paths_list_every_path_up_to_the_native_one():

@@ -184,7 +184,7 @@ def band(threads: tuple[int, ...] = (1, 2), progress: bool = True) -> dict[str, 
     for path in cpu.kernel_paths():
         for n in threads:
             out = retrained_root() / f"band-{path}-{n}threads"
-            env = {**os.environ, "ATEN_CPU_CAPABILITY": path, "PYTHONPATH": str(repo_root() / "code")}
+            env = {**os.environ, **cpu.kernel_path_env(path), "PYTHONPATH": str(repo_root() / "code")}
             done = subprocess.run([sys.executable, "-m", "diffattn", "models", "retrain", "--threads", str(n),
                                    "--out", str(out), "--json"], env=env, capture_output=True, text=True)
             # exit 1 only says a loss left the old band, which is what `band` is here to measure again
