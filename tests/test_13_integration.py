@@ -73,6 +73,21 @@ def test_the_study_runs_end_to_end_at_toy_size(tmp_path, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")} == stamps
 
 
+@pytest.mark.slow
+def test_the_lora_lr_check_runs_end_to_end_at_toy_size(tmp_path, monkeypatch):
+    """Every learning rate starts from the same converted model (B = 0: the lr cannot matter at step 0) and ends
+    somewhere else; the 1e-3 run is the study's own LoRA arm, kept in the same file."""
+    monkeypatch.setenv("DIFFATTN_CHECKPOINTS", str(tmp_path))
+    toy = study.Design(pretrain_steps=101, continue_steps=4, continue_warmup=1, eval_every=2)
+    check = study.lora_sweep(jobs=2, progress=False, design=toy, lrs=(1e-3, 3e-2))
+    assert set(check["lora"]) == {"0.001", "0.03"} and check["baseline"]["lr"] == toy.continue_lr == 1e-3
+    slow, fast = check["lora"]["0.001"], check["lora"]["0.03"]
+    step0 = [[end - moved for end, moved in zip(r["final_loss"], r["loss_minus_step0"])] for r in (slow, fast)]
+    assert step0[0] == pytest.approx(step0[1], abs=1e-6) and slow["final_loss"] != fast["final_loss"]
+    assert len(slow["loss_minus_step0"]) == len(study.SEEDS) and "ci95" in slow["loss_minus_baseline"]
+    assert sorted(p.name for p in tmp_path.rglob("*-continued-lora-lr0.001.json"))
+
+
 def test_what_the_lesson_says_of_the_lora_arm_holds_in_the_committed_study():
     """Lesson 13 reads the LoRA arm against its own step 0: it 'barely moved' (every seed within 0.01 of where it
     started) while the baseline trained on gained more than 0.05 in every seed, so LoRA − baseline is the baseline's

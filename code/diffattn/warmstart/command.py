@@ -40,6 +40,8 @@ def add_parsers(sub: Any) -> None:
                                          "LoRA-only (about 15 min on 2 cores)")
     w.add_argument("--jobs", type=int, default=2, help="runs at a time, one torch thread each (default: %(default)s)")
     w.add_argument("--out", type=Path, default=None, help="folder for summary.json (default: outputs/warmstart)")
+    w.add_argument("--lora-lr-check", action="store_true", help="instead, the LoRA arm alone at each declared peak "
+                                                               "lr beside the baseline: lora-lr.json in --out")
 
 
 def convert_main(args: argparse.Namespace) -> int:
@@ -96,9 +98,16 @@ def warmstart_main(args: argparse.Namespace) -> int:
     from diffattn.results import write_json_atomic
     from diffattn.warmstart import study
 
+    out = args.out or outputs_dir() / "warmstart"
+    if args.lora_lr_check:
+        check = study.lora_sweep(args.jobs)
+        check["machine"] = machine() | {"torch_threads": 1, "jobs": args.jobs}
+        write_json_atomic(out / "lora-lr.json", check)
+        print(json.dumps({lr: {k: row[k] for k in ("loss_minus_step0", "loss_minus_baseline")}
+                          for lr, row in check["lora"].items()} | {"baseline": check["baseline"]}, indent=1))
+        return 0
     summary = study.run_all(args.jobs)
     summary["machine"] = machine() | {"torch_threads": 1, "jobs": args.jobs}
-    out = args.out or outputs_dir() / "warmstart"
     write_json_atomic(out / "summary.json", summary)
     study.figure(summary, outputs_dir() / "figures" / "13-warmstart.png")
     print(json.dumps({arm: {k: v for k, v in data.items() if k != "seeds"} for arm, data in summary["arms"].items()},

@@ -23,6 +23,15 @@ baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim
     tests      per arm and seed: accuracy − null, and arm − baseline-continued on the same queries (paired, bootstrap
                clustered by example, diffattn.stats.clustered_difference); over seeds: the t interval of the final
                loss and accuracy differences to the baseline continued (diffattn.stats.t_interval)
+
+    python -m diffattn warmstart --lora-lr-check   → outputs/warmstart/lora-lr.json
+
+The LoRA arm's learning-rate check, declared (here and in lesson 13) after the study and before it ran: the study gave
+the frozen model's branch, whose B starts at 0, the peak lr every arm had, never checked. `lora_sweep` reruns the LoRA
+arm alone at each peak lr in LORA_LRS (the study's 1e-3 among them), with everything else the study's: the same
+pretraining, seeds, continued batches, warmup and cosine schedule, and the baseline trained on at 1e-3 beside it. Per lr:
+each seed's final answer loss minus its own step 0, and minus the baseline's final (paired by seed, t interval over
+seeds). Every lr is reported.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ LABELS = {"baseline": "baseline, trained on", "diff_v2": "→ DIFF V2", "diff_v1
           "lora": "→ V2, LoRA-only"}
 SEEDS = RETRIEVAL_SEEDS
 LORA_RANK = 4
+LORA_LRS = (1e-3, 3e-3, 1e-2, 3e-2)  # the LoRA learning-rate check's peak lrs, declared before it ran
 
 
 @dataclass(frozen=True)
@@ -104,8 +114,8 @@ def continue_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
         train_step(model, model, optimizer, scheduler, x, y, c, Dist(), c.batch_size, cpu, plain)
         if step % design.eval_every == 0 or step == design.continue_steps:
             curve.append({"step": step, **evaluate(model, val_x, val_y, c.batch_size, plain, items)})
-    return {"arm": arm, "seed": run.seed, "trainable": trainable_parameters(model), "curve": curve,
-            "train_s": time.perf_counter() - started}
+    return {"arm": arm, "seed": run.seed, "lr": design.continue_lr, "trainable": trainable_parameters(model),
+            "curve": curve, "train_s": time.perf_counter() - started}
 
 
 def finished_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
@@ -115,7 +125,7 @@ def finished_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
 
     from diffattn.results import write_json_atomic
 
-    path = run.out.parent / f"{run.out.name}-continued-{arm}.json"
+    path = run.out.parent / f"{run.out.name}-continued-{arm}-lr{design.continue_lr:g}.json"
     with contextlib.suppress(OSError, ValueError, KeyError):
         kept = json.loads(path.read_text())
         if kept["design"] == dataclasses.asdict(design):
@@ -129,8 +139,9 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> dict[str, Any]:
-    """Pretrain what is missing, continue every arm of every seed (`jobs` processes of one thread), summarise."""
+def continue_all(arms: list[tuple[str, Design]], jobs: int, progress: bool, design: Design) -> dict[str, Any]:
+    """Pretrain what is missing (`design`'s pretraining), then continue each (arm, its design) of every seed in `jobs`
+    processes of one thread; the results and the wall times."""
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
@@ -142,15 +153,42 @@ def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> di
     runs = pretraining_runs(design)
     train_missing([r.job() for r in runs], workers=jobs, progress=progress)
     pretrain_s = time.perf_counter() - started
-    tasks = [(arm, run) for run in runs for arm in ARMS]
+    tasks = [(arm, run, arm_design) for run in runs for arm, arm_design in arms]
     with Progress(len(tasks), f"continuing {len(tasks)} arms", enabled=progress) as bar, \
             ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
-        futures = [pool.submit(finished_arm, arm, run, design) for arm, run in tasks]
+        futures = [pool.submit(finished_arm, *task) for task in tasks]
         results = []
         for future in futures:
             results.append(future.result())
             bar.advance()
-    return summarise(results, design, {"pretrain_s": pretrain_s, "total_s": time.perf_counter() - started, "jobs": jobs})
+    return {"results": results, "pretrain_s": pretrain_s, "total_s": time.perf_counter() - started, "jobs": jobs}
+
+
+def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> dict[str, Any]:
+    """Pretrain what is missing, continue every arm of every seed (`jobs` processes of one thread), summarise."""
+    done = continue_all([(arm, design) for arm in ARMS], jobs, progress, design)
+    return summarise(done.pop("results"), design, done)
+
+
+def lora_sweep(jobs: int = 2, progress: bool = True, design: Design = DESIGN,
+               lrs: tuple[float, ...] = LORA_LRS) -> dict[str, Any]:
+    """The LoRA learning-rate check (module docstring): the LoRA arm at each peak lr, the baseline at the design's."""
+    arms = [("baseline", design)] + [("lora", dataclasses.replace(design, continue_lr=lr)) for lr in lrs]
+    done = continue_all(arms, jobs, progress, design)
+    curves = {(r["arm"], r["lr"], r["seed"]): r["curve"] for r in done.pop("results")}
+
+    def row(arm: str, lr: float) -> dict[str, Any]:
+        per_seed = [(curves[(arm, lr, s)][0], curves[(arm, lr, s)][-1]) for s in SEEDS]  # (step 0, final)
+        return {"lr": lr, "final_loss": [end["val_loss"] for _, end in per_seed],
+                "loss_minus_step0": [end["val_loss"] - start["val_loss"] for start, end in per_seed],
+                "final_accuracy": [end["val_accuracy"] for _, end in per_seed]}
+
+    base = row("baseline", design.continue_lr)
+    lora = {f"{lr:g}": row("lora", lr) for lr in lrs}
+    for r in lora.values():  # paired by seed: the same pretrained model and continued batches
+        r["loss_minus_baseline"] = t_interval([a - b for a, b in zip(r["final_loss"], base["final_loss"])])
+    return {"design": {**dataclasses.asdict(design), "task": TASK, "preset": RETRIEVAL_PRESET, "lora_rank": LORA_RANK,
+                       "seeds": list(SEEDS), "lrs": list(lrs)}, "baseline": base, "lora": lora, "timing": done}
 
 
 def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, float]) -> dict[str, Any]:
