@@ -37,10 +37,10 @@ $(STAMP): pyproject.toml
 course: $(STAMP)
 	$(PY) -m diffattn course
 
-test: $(STAMP)
+test: $(STAMP) browser-deps
 	$(PYTEST) -m "not slow"
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) browser-deps
 	$(PYTEST)
 
 # The static site (site/conf.py; README, "Course map"): Sphinx, warnings as errors (-n -W), notebooks

@@ -124,3 +124,14 @@ def test_check_reports_unknown_keys_and_stale_output_blocks():
     assert {p.expected for p in problems} == {"<missing key>", "<differs>"}
     block = next(str(p) for p in problems if p.expected == "<differs>")
     assert "x.md:2: output of `lesson 01`" in block and "\n-old" in block and "\n+new" in block  # says which line
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    """DEVELOPERS' rule: CI (.ci/run) runs the README's test command and nothing else, so a learner's `make test`
+    is what CI proved."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Two commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    test_command = next(line.split("#")[0].strip() for line in block.splitlines() if line.startswith("make test"))
+    ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "set ", "cd "))]
+    assert ci == [test_command]
