@@ -1,7 +1,8 @@
 """Hostile submissions: each file in tests/grading/hostile/ is an ex01_softmax.py that attacks the grader.
 
-Each is graded by the real command (`python -m diffattn grade --only ex01 ex04`) in a temporary copy of this
-repository, next to a correct ex04. ex01 must score 0 with the reason on the file's `# expect:` line, ex04 must keep
+Each is graded by the real command (`python -m diffattn grade --only ex01 ex04 --jobs 2`) in a temporary copy of
+this repository, next to a correct ex04 graded at the same time (so an attack on the checkout must be pinned on ex01
+while both ran). ex01 must score 0 with the reason on the file's `# expect:` line, ex04 must keep
 the clean run's score, results.json must be valid, the command must exit 0, and the copy must be unchanged. The limits
 are short here (seconds); the defaults are for real use.
 """
@@ -49,7 +50,7 @@ def files(root: Path) -> dict[str, bytes]:
 
 def grade(checkout: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     command = [sys.executable, "-m", "diffattn", "grade", "--only", "ex01", "ex04", "--timeout", str(TIMEOUT),
-               "--memory", str(MEMORY), "--json", str(out), *extra]
+               "--memory", str(MEMORY), "--jobs", "2", "--json", str(out), *extra]
     env = {**os.environ, "PYTHONPATH": str(checkout / "code")}
     run = subprocess.run(command, cwd=checkout, env=env, capture_output=True, text=True, timeout=8 * TIMEOUT)
     return run, json.loads(out.read_text())

@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="wall-clock seconds per exercise (default: %(default)g)")
     grade.add_argument("--memory", type=int, default=3072, metavar="MB",
                        help="address-space limit per exercise in MiB; PyTorch needs about 1 GiB (default: %(default)s)")
+    grade.add_argument("--jobs", type=int, default=None, metavar="N",
+                       help="exercises graded side by side, each in its own child with its own limits "
+                            "(default: the number of cores)")
     grade.add_argument("--forbid-reference-imports", action="store_true",
                        help="an exercise file that uses its reference solution scores 0 (default: reported only)")
     grade.add_argument("--fail-below-full", action="store_true",
@@ -335,7 +338,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     options = grader.Options(root=repo_root(), impl=args.impl, only=args.only, tests=args.tests,
                              submission=args.submission, json_path=args.json, timeout=args.timeout,
                              memory_mb=args.memory, forbid_reference_imports=args.forbid_reference_imports,
-                             fail_below_full=args.fail_below_full)
+                             fail_below_full=args.fail_below_full, **({} if args.jobs is None else {"jobs": args.jobs}))
     return grader.main(options, details=args.details)
 
 

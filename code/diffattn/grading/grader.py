@@ -5,11 +5,12 @@ The parent never imports submission code. Per exercise (one exercises/exNN_*.py 
 1. lays out a private grading tree in a temporary folder: the pristine package, tests, adapters and plugin (read
    into memory once, checked against MANIFEST.sha256 when the tree has one), hidden test folders under
    tests/hidden_<k>/, and a copy of the submission's .py files;
-2. starts `python -I` on child.py there, with a scrubbed environment, its own session (process group), the memory,
-   CPU-time, file-size and core limits below, and a wall-clock timeout; stdout and stderr are drained and capped;
+2. starts `python -I` on child.py there (children.py: scrubbed environment, own session, memory, CPU-time, file-size
+   and core limits, a wall-clock timeout; stdout and stderr drained and capped), `--jobs` children at a time;
 3. reads the child's signed report from a pipe (protocol.py); a child that exits, hangs, crashes, is killed, prints
    too much, reports garbage, or changes a file of the grading tree or of the checkout scores 0 for that exercise,
-   with the reason, and the checkout is restored;
+   with the reason, and the checkout is restored (a checkout change found while several ran is pinned on one by
+   grading those again one at a time);
 4. writes results.json itself, atomically, in Gradescope's format, and prints one row per exercise part.
 
 Exit status 0 when grading completed (whatever the score), 1 when the grader itself failed (a test file that does
@@ -19,14 +20,10 @@ GitHub Classroom's command grader needs: it awards a rubric line's points on exi
 
 from __future__ import annotations
 
-import json
-import os
+import importlib.util
+import functools
+import importlib.util
 import re
-import resource
-import secrets
-import selectors
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,19 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from diffattn.errors import require
-from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test, decode
+from diffattn.grading.children import Child, Outcome, default_jobs, run_children
+from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test
 from diffattn.grading.tree import (hidden_files, lay_out, manifest_problems, pristine_files, restore, snapshot,
                                    tree_changes)
 from diffattn.results import write_json_atomic
 
 EXERCISE_FILE = re.compile(r"^ex(\d\d)_\w+\.py$")
-OUTPUT_LIMIT = 1 << 20  # bytes of stdout + stderr a child may print
-REPORT_LIMIT = 8 << 20  # bytes of report
-FILE_LIMIT = 64 << 20  # RLIMIT_FSIZE: largest file a child may write
-TORCH_THREADS = 2  # intra-op threads in a child: keeps the address space (RLIMIT_AS) predictable on big machines
-# Folders of a checkout that grading never reads and a child has no business writing: not snapshotted.
-BOOTSTRAP = ("import sys; sys.path[:0] = [sys.argv[1] + '/code', sys.argv[1]]; "
-             "from diffattn.grading.child import main; main()")
+HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"  # Hypothesis' pytest plugin module (entry point "hypothesis")
 
 
 @dataclass
@@ -60,6 +52,7 @@ class Options:
     json_path: Path | None = None
     timeout: float = 60.0
     memory_mb: int = 3072
+    jobs: int = field(default_factory=default_jobs)  # children at a time
     forbid_reference_imports: bool = False
     fail_below_full: bool = False
 
@@ -94,97 +87,16 @@ def test_files(files: dict[str, str | bytes], lesson: str) -> list[str]:
 
 def pytest_args(tree: Path, exercise: str, impl: str, chosen: list[str]) -> list[str]:
     """The child's pytest command line: quiet, output not captured (the parent counts it), no cache, no per-test
-    timeout (the parent's clock rules), only `exercise`'s graded tests."""
-    return ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:timeout", "-W", "ignore::pytest.PytestConfigWarning",
+    timeout (the parent's clock rules), only `exercise`'s graded tests.
+
+    No plugin is loaded from the installed packages' entry points but Hypothesis' own, named: pytest rewrites the
+    asserts of every module of a distribution that declares a plugin, so autoloading made each child compile all of
+    Hypothesis' ~90 modules afresh (`-B`, and a new tree each time: nothing is cached), about a second per exercise."""
+    plugins = ["-p", HYPOTHESIS_PLUGIN] if importlib.util.find_spec(HYPOTHESIS_PLUGIN) else []
+    return ["-q", "-s", "-p", "no:cacheprovider", "-p", "no:timeout", "--disable-plugin-autoload", *plugins,
+            "-W", "ignore::pytest.PytestConfigWarning",
             "--rootdir", str(tree), "-c", str(tree / "pyproject.toml"), "--tb=short", "--no-header",
             "-m", f"graded and {exercise}", f"--impl={impl}", *[str(tree / p) for p in chosen]]
-
-
-# ---------------------------------------------------------------------------------------------------- one child
-
-
-def _limits(memory_mb: int, cpu_seconds: int) -> None:
-    """preexec_fn of a child: its resource limits (the wall clock is enforced by the parent)."""
-    memory = memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _environment(home: Path) -> dict[str, str]:
-    threads = str(TORCH_THREADS)
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "LANG": "C.UTF-8",
-            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "MALLOC_ARENA_MAX": "2"}
-
-
-def run_child(tree: Path, setup: dict[str, Any], options: Options) -> tuple[list[dict[str, Any]], str, str | None]:
-    """Start a child in `tree`, feed it `setup`; returns (its checked messages, output tail, why it failed or None)."""
-    key = secrets.token_bytes(32)
-    report_read, report_write = os.pipe()
-    cpu = int(2 * options.timeout) + 5
-    command = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, str(tree)]
-    process = subprocess.Popen(command, cwd=setup["workdir"], env=_environment(Path(setup["workdir"])),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               pass_fds=(report_write,), start_new_session=True,
-                               preexec_fn=lambda: _limits(options.memory_mb, cpu))
-    os.close(report_write)
-    process.stdin.write((json.dumps({**setup, "key": key.hex(), "report_fd": report_write}) + "\n").encode())
-    process.stdin.close()
-    report, output, reason = bytearray(), bytearray(), None
-    printed, done = 0, False
-    deadline = time.monotonic() + options.timeout
-    streams = selectors.DefaultSelector()
-    streams.register(report_read, selectors.EVENT_READ, "report")
-    streams.register(process.stdout.fileno(), selectors.EVENT_READ, "output")
-    while streams.get_map() and reason is None and not done:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            reason = f"timed out after {options.timeout:g} s"
-            break
-        for selected, _ in streams.select(timeout=remaining):
-            chunk = os.read(selected.fd, 1 << 16)
-            if not chunk:
-                streams.unregister(selected.fd)
-            elif selected.data == "report":
-                report += chunk
-                done = b'"kind": "done"' in report  # all it had to say: what it does next is not waited for
-                if len(report) > REPORT_LIMIT:
-                    reason = f"sent more than {REPORT_LIMIT >> 20} MiB of report"
-            else:
-                printed += len(chunk)
-                output = (output + chunk)[-4000:]
-                if printed > OUTPUT_LIMIT:
-                    reason = f"printed more than {OUTPUT_LIMIT >> 20} MiB of output"
-    streams.close()
-    os.close(report_read)
-    _kill_group(process)
-    status = process.wait()
-    text = output.decode(errors="replace")
-    messages, garbage = decode(bytes(report), key)
-    if garbage:
-        return messages, text, reason or f"reported garbage ({garbage})"
-    if reason is None and not any(m["kind"] == "done" for m in messages):
-        reason = _exit_reason(status, text, options)
-    return messages, text, reason
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)  # the child and anything it started in its session
-    except ProcessLookupError:
-        pass
-
-
-def _exit_reason(status: int, output: str, options: Options) -> str:
-    if "MemoryError" in output or "can't allocate memory" in output:
-        return f"memory limit {options.memory_mb} MiB exceeded"
-    if status < 0:
-        name = signal.Signals(-status).name
-        why = {"SIGXCPU": f" (CPU time limit {int(2 * options.timeout) + 5} s)",
-               "SIGXFSZ": f" (file size limit {FILE_LIMIT >> 20} MiB)"}.get(name, "")
-        return f"killed by {name}{why} before reporting"
-    return f"exited with status {status} before reporting"
 
 
 def read_report(verdict: Verdict, messages: list[dict[str, Any]]) -> None:
@@ -209,18 +121,40 @@ def read_report(verdict: Verdict, messages: list[dict[str, Any]]) -> None:
             verdict.error = f"{verdict.exercise}: {str(message['reason'])[:MAX_TEXT]}"
 
 
-def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str, bytes], hidden: dict[str, bytes],
-                   options: Options, checkout: dict[str, bytes], skip: set[Path]) -> Verdict:
-    verdict = Verdict(exercise)
-    with tempfile.TemporaryDirectory(prefix=f"diffattn-grade-{exercise}-") as scratch:
-        tree, work = Path(scratch) / "tree", Path(scratch) / "work"
+class Exercise:
+    """One exercise's private grading tree (a temporary folder) and the child that grades it."""
+
+    def __init__(self, exercise: str, files: dict[str, bytes], hidden: dict[str, bytes], submission: dict[str, bytes],
+                 options: Options):
+        self.exercise, self.pristine = exercise, {**files, **hidden}
+        self.scratch = tempfile.TemporaryDirectory(prefix=f"diffattn-grade-{exercise}-")
+        self.tree, work = Path(self.scratch.name) / "tree", Path(self.scratch.name) / "work"
         work.mkdir()
-        lay_out(tree, files, submission, hidden)
-        setup = {"root": str(tree), "workdir": str(work), "exercise": exercise, "impl": options.impl,
-                 "pytest_args": pytest_args(tree, exercise, options.impl, test_files({**files, **hidden}, exercise[2:]))}
-        messages, output, reason = run_child(tree, setup, options)
-        changed = tree_changes(tree, {**files, **hidden})
-    restored, kept = restore(options.root, checkout, skip)
+        lay_out(self.tree, files, submission, hidden)
+        self.setup = {"root": str(self.tree), "workdir": str(work), "exercise": exercise, "impl": options.impl,
+                      "pytest_args": pytest_args(self.tree, exercise, options.impl, test_files(self.pristine, exercise[2:]))}
+        self.options = options
+
+    def start(self) -> Child:
+        try:
+            return Child(self.tree, self.setup, self.options.timeout, self.options.memory_mb)
+        except BaseException:
+            self.scratch.cleanup()
+            raise
+
+    def changed(self) -> list[str]:
+        """Once its child has ended: the grading files it changed, removed or added; then the tree is removed."""
+        try:
+            return tree_changes(self.tree, self.pristine)
+        finally:
+            self.scratch.cleanup()
+
+
+def judge(exercise: str, outcome: Outcome, changed: list[str], restored: list[str], kept: Path | None,
+          options: Options) -> Verdict:
+    """The verdict from a child's outcome, the grading files it changed and the checkout files it changed."""
+    messages, output, reason = outcome
+    verdict = Verdict(exercise)
     try:
         read_report(verdict, messages)
     except (ProtocolError, KeyError, TypeError, AttributeError) as error:
@@ -241,6 +175,37 @@ def grade_exercise(exercise: str, files: dict[str, bytes], submission: dict[str,
     return verdict
 
 
+def grade_exercises(exercises: list[str], files: dict[str, bytes], submission: dict[str, bytes],
+                    hidden: dict[str, bytes], options: Options, checkout: dict[str, bytes], skip: set[Path],
+                    jobs: int) -> dict[str, Verdict]:
+    """Grade `exercises`, `jobs` children at a time; every verdict is the one a one-at-a-time run gives.
+
+    The checkout is compared with `checkout` (and restored) as each child ends. A change found while others ran
+    cannot be pinned on one of them, so the children that were running then are all graded again, one at a time,
+    where each change is its own child's."""
+    trees: dict[str, Exercise] = {}
+
+    def starter(exercise: str) -> Child:
+        trees[exercise] = Exercise(exercise, files, hidden, submission, options)
+        return trees[exercise].start()
+
+    verdicts: dict[str, Verdict] = {}
+    again: set[str] = set()
+    for exercise, outcome, running in run_children({e: functools.partial(starter, e) for e in exercises}, jobs):
+        changed = trees.pop(exercise).changed()
+        restored, kept = restore(options.root, checkout, skip)
+        if restored and running:
+            again |= {exercise, *running}
+            print(f"grading: the checkout changed ({', '.join(restored[:3])}) while {exercise} and "
+                  f"{', '.join(running)} ran side by side; it was restored (the changed files are kept in {kept}); "
+                  f"those exercises are graded again one at a time", file=sys.stderr)
+        verdicts[exercise] = judge(exercise, outcome, changed, restored, kept, options)
+    if again:
+        verdicts.update(grade_exercises([e for e in exercises if e in again], files, submission, hidden, options,
+                                        checkout, skip, jobs=1))
+    return verdicts
+
+
 # ---------------------------------------------------------------------------------------------------- all of it
 
 
@@ -258,6 +223,7 @@ def check_options(options: Options, known: list[str]) -> list[str]:
     """The exercises to grade; ConfigError (one line, exit 2) for anything that cannot be graded as asked."""
     require(options.timeout > 0, f"--timeout must be > 0 seconds (got {options.timeout:g})")
     require(options.memory_mb >= 256, f"--memory must be at least 256 MiB (got {options.memory_mb})")
+    require(options.jobs >= 1, f"--jobs must be at least 1 (got {options.jobs})")
     named = [e.strip() for item in options.only for e in item.split(",") if e.strip()]  # EX="ex01 ex02" or ex01,ex02
     wanted = [e if e.startswith("ex") else f"ex{e}" for e in named] or known
     unknown = [e for e in wanted if e not in known]
@@ -284,17 +250,17 @@ def grade(options: Options) -> tuple[dict[str, Any], list[Verdict]]:
     hidden = hidden_files(options.tests)
     skip = {options.json_path.resolve()} if options.json_path else set()
     checkout = snapshot(root, skip)
-    verdicts = []
-    for exercise in exercises:
+    graded = grade_exercises(exercises, files, submission, hidden, options, checkout, skip, options.jobs)
+    verdicts = [graded[exercise] for exercise in exercises]  # the command's order, whichever child ended first
+    for verdict in verdicts:
+        exercise = verdict.exercise
         untrusted = [problem for path, problem in problems.items()
                      if not re.match(r"^tests/test_\d\d_", path) or path.startswith(f"tests/test_{exercise[2:]}_")]
-        verdict = grade_exercise(exercise, files, submission, hidden, options, checkout, skip)
         if untrusted and verdict.tests:
             verdict.zero = f"not graded: {untrusted[0]}"
         expected = sorted(p.name for p in (root / "exercises").glob(f"{exercise}_*.py"))
         if options.impl == "exercises" and expected and expected[0] not in submission:
             verdict.zero = f"not submitted: the submission has no {expected[0]}"
-        verdicts.append(verdict)
     return results_document(verdicts, time.monotonic() - started), verdicts
 
 
