@@ -9,8 +9,9 @@
 # What comes back: $OUT holds three files, rewritten after every step (the machine returns at most 8 files):
 #   gpu-check.json   the summary: steps (status, seconds), GPU, driver, torch/CUDA/cuDNN/Triton, compile smoke test,
 #                    kernel agreement and the SDPA kernel SDPA picks, measured GEMM TFLOP/s and copy GB/s, attention
-#                    ops with the kernel that ran, per variant tokens/s and MFU against the measured and the datasheet
-#                    peak, evaluation status (diffattn/gpu_run.py builds it from whatever the steps left)
+#                    ops with the kernel that ran, decode points, per variant tokens/s and MFU against the measured
+#                    and the datasheet peak, issue 16's `targets` with met flags, evaluation status
+#                    (diffattn/gpu_run.py builds it from whatever the steps left)
 #   gpu-results.tgz  every step's full results and log (compare-*/summary.json, table.txt, compare.png, eval-*/...)
 #   last-step.log    the log of the step that ran last
 # Afterwards: unpack into outputs/gpu/<gpu>-<date>/ and commit (README, "GPU track").
@@ -26,6 +27,8 @@
 #   kernels       `gpu-check`: every attention path vs fp64 in bf16/fp16/fp32, SDPA kernels          ~15 s   limit 60
 #   bench         calibration (1 GiB copy × 23, 8192³ bf16 GEMM × 23: ~0.1 s of GPU work) and 5 attention
 #                 ops × 4 shapes (the last is gpu-small's), fwd and fwd+bwd (each ≤ 2 TFLOP: ms)       ~20 s   limit 60
+#   decode        `bench decode --device cuda` (lesson 12): ceilings again, then the decode model's step at batch 1-64
+#                 and context 1,024-16,384 per variant (caches up to ~4 GiB each), CUDA-synchronised    ~30 s   limit 60
 #   compare       gpu-small (12 × 768, context 2,048, batch 32: 65,536 tokens per step; 6.2e8 (baseline) to 8.2e8
 #                 (2h heads) training FLOP per token, diffattn.train.training_flops_per_token → 4.1-5.4e13 FLOP
 #                 per step ≈ 0.13-0.17 s at 40% of 790 TFLOP/s), 4 variants × GPU_TRAIN_STEPS=40 steps; per variant
@@ -147,8 +150,10 @@ step compile 60 "$PY" -m diffattn.gpu_run smoke --device "$DEVICE" --out "$STAGE
 step kernels 60 "$PY" -m diffattn gpu-check --device "$DEVICE" --out "$STAGE/kernels.json"
 if [ "$MODE" = gpu ]; then
     step bench 60 "$PY" -m diffattn bench --device cuda --no-hf --out "$STAGE/bench.json"
+    step decode 60 "$PY" -m diffattn bench decode --device cuda --no-figures --out "$STAGE/decode"
 else
     step bench 60 "$PY" -m diffattn bench --device cpu --quick --no-hf --out "$STAGE/bench.json"
+    step decode 60 "$PY" -m diffattn bench decode --device cpu --quick --threads 1 --no-figures --out "$STAGE/decode"
 fi
 COMPARE_LIMIT=190
 [[ " $LACKING " == *" scipy "* ]] && COMPARE_LIMIT=280  # eval will be skipped: its ~90 s go to compare

@@ -237,9 +237,14 @@ def test_bench_what_rejects_bad_input_in_one_line():
         suite.run("decode", quick=True, n_threads=-1)
 
 
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is visible here")
+
+
 @pytest.mark.parametrize("args, message", [
     (("decode", "--threads", "0"), "error: --threads must be >= 1 (got 0)"),
-    (("roofline", "--device", "cuda"), "error: bench decode|train|roofline runs on the CPU"),
+    pytest.param(("roofline", "--device", "cuda"), "error: --device cuda needs a CUDA GPU and none is visible",
+                 marks=NO_CUDA),
+    (("train", "--device", "tpu"), "error: device must be cpu or cuda (got 'tpu')"),
     (("serve",), "error: argument what: invalid choice: 'serve'"),
 ])
 def test_the_command_line_refuses_bad_input_with_exit_2(args, message, capsys):
@@ -253,6 +258,35 @@ def test_the_command_line_refuses_bad_input_with_exit_2(args, message, capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(message), err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_round_robin_waits_for_the_device_before_each_clock_read():
+    calls = []
+    step = lambda name: (lambda: calls.append(name))  # noqa: E731
+    seconds = decode.round_robin({"a": step("a"), "b": step("b")}, 2, sync=lambda: calls.append("sync"))
+    assert set(seconds) == {"a", "b"}
+    assert calls == ["a", "b", "sync"] + ["a", "sync", "b", "sync"] * 2  # warm-up, then every timed call
+    assert decode.synchronizer(CPU)() is None and decode.synchronizer(torch.device("cuda")) is torch.cuda.synchronize
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@CUDA
+def test_the_quick_suite_measures_decode_prefill_and_training_on_cuda():
+    info = suite.run("roofline", quick=True, n_threads=1, progress=False, device="cuda")
+    assert info["machine"]["device"] == "cuda" and info["machine"]["gpu"]
+    assert info["ceilings"]["device"].startswith("cuda") and info["ceilings"]["blas"] == "cuBLAS"
+    assert len(info["decode"]) == 4 * 2 * 2 and all("ms" in r for r in info["decode"] + info["prefill"])
+    assert all(r["v1_kernel"] in (None, "two_call", "four_call") for r in info["decode"])
+    assert len(info["train"]) == 4 and all(r["tokens_per_s"] > 0 for r in info["train"])
+
+
+def test_a_full_cuda_run_takes_the_gpu_decode_grid():
+    full = suite.plan(quick=False, device="cuda")
+    assert (full["batches"], full["contexts"]) == (suite.GPU_DECODE["batches"], suite.GPU_DECODE["contexts"])
+    assert min(b for b in full["batches"] if b > 1) >= 8  # the bandwidth target is read at batch >= 8
+    assert suite.plan(quick=False)["batches"] == decode.BATCHES and suite.plan(quick=True, device="cuda")["batches"] == (1, 2)
 
 
 # ---------------------------------------------------------------------------------------------------- lesson 12
@@ -356,23 +390,38 @@ def test_the_lesson_counts_its_cross_run_verdicts_from_every_committed_run():
         assert 0 <= t["below_prediction"] <= t["rows"] == 3 * len(lesson.RUNS)
 
 
+TARGETS = [{"target": "v2_decode_vs_baseline", "rule": "DIFF V2 decode step time / the baseline's <= 1.05",
+            "value": 1.12, "met": False},
+           {"target": "baseline_mfu", "rule": "baseline training MFU >= 0.35", "value": 0.41, "met": True},
+           {"target": "decode_bandwidth", "rule": "decode bytes/s / copy >= 0.6", "value": None, "met": None,
+            "missing": "no decode point at batch >= 8"}]
+
+
 def test_the_lesson_takes_gpu_ceilings_from_a_gpu_run_and_skips_cpu_rehearsals(tmp_path, monkeypatch):
     import json
 
     from diffattn import experiments
+    from diffattn.paths import outputs_dir
     from diffattn.pure.roofline import crossover_batch
 
     lesson = experiments.load("12")
+    committed = json.loads((outputs_dir() / "numbers.json").read_text())["12"]  # read before the root moves
     for name, machine, peaks in [
-        ("h200-2026-12-03", {"gpu": "NVIDIA H200"}, {"measured_gemm_tflops": 790.0, "measured_copy_GBps": 4300.0}),
+        ("h200-2026-12-03", {"gpu": "NVIDIA H200"}, {"measured_gemm_tflops": 790.0, "measured_copy_GBps": 4300.0,
+                                                     "targets": TARGETS}),
         ("rehearsal-cpu", {"cpu": "AMD EPYC"}, {"measured_gemm_tflops": 0.1, "measured_copy_GBps": 30.0}),
     ]:
         (tmp_path / "outputs" / "gpu" / name).mkdir(parents=True)
-        (tmp_path / "outputs" / "gpu" / name / "gpu-check.json").write_text(json.dumps({"machine": machine,
-                                                                                       "peaks": peaks}))
+        targets = peaks.pop("targets", None)
+        (tmp_path / "outputs" / "gpu" / name / "gpu-check.json").write_text(json.dumps(
+            {"machine": machine, "peaks": peaks} | ({"targets": targets} if targets else {})))
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
     found = lesson.gpu_runs()
     assert list(found) == ["h200-2026-12-03"]
     gpu = found["h200-2026-12-03"]
     assert gpu["ridge"] == pytest.approx(790e12 / 4300e9)
     assert gpu["b_star_256"]["baseline"] == crossover_batch(lesson.LLAMA_8B, "baseline", 256, 790e12, 4300e9)
+    assert gpu["targets"] == TARGETS
+    report = lesson.report(committed | {"gpu": found})
+    assert "h200-2026-12-03: DIFF V2 decode step time / the baseline's" in report and "1.12, MISSED" in report
+    assert "baseline training MFU" in report and "0.41, met" in report and "missing (no decode point" in report

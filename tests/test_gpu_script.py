@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.gpu_run import out_problems, summary
+from diffattn.gpu_run import TARGETS, out_problems, summary, targets
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = ["environment", "compile", "kernels", "bench", "compare", "eval"]
+STEPS = ["environment", "compile", "kernels", "bench", "decode", "compare", "eval"]
 VARIANTS = {"baseline", "baseline_2h", "diff_v1", "diff_v2"}
 
 
@@ -67,7 +67,8 @@ def test_out_holds_only_what_comes_back(rehearsal):
 
 def test_the_archive_keeps_every_steps_results_and_log(rehearsal):
     _, _, unpacked, _ = rehearsal
-    for name in ("environment.json", "compile-smoke.json", "kernels.json", "bench.json", "gpu-check.json",
+    for name in ("environment.json", "compile-smoke.json", "kernels.json", "bench.json", "decode/decode.json",
+                 "gpu-check.json",
                  "compare-cpu-tiny/summary.json", "compare-cpu-tiny/table.txt", "eval-cpu-tiny/summary.json"):
         assert (unpacked / name).is_file(), name
     assert {p.stem for p in (unpacked / "logs").glob("*.log")} >= set(STEPS)
@@ -103,6 +104,48 @@ def test_the_summary_reports_what_the_gpu_run_must_bring_back(rehearsal):
         assert row["mfu_vs_measured_peak"] == pytest.approx(expected)
 
 
+def test_the_summary_scores_issue_16s_targets_from_the_steps_files(rehearsal):
+    """Every target is in gpu-check.json with its rule, value and met flag, recomputed here from the files the
+    steps left (the rehearsal's cpu-tiny is narrower than 768: that MFU target is missing with the reason)."""
+    _, _, unpacked, report = rehearsal
+    rows = {t["target"]: t for t in report["targets"]}
+    assert list(rows) == [name for name, *_ in TARGETS]
+    train = report["compare-cpu-tiny"]["variants"]
+    assert rows["v2_tokens_vs_baseline_2h"]["value"] == pytest.approx(
+        train["diff_v2"]["tokens_per_s"] / train["baseline_2h"]["tokens_per_s"])
+    assert rows["v1_tokens_vs_baseline"]["met"] == (rows["v1_tokens_vs_baseline"]["value"] >= 0.90)
+    assert rows["baseline_mfu"]["met"] is None and "below 768" in rows["baseline_mfu"]["missing"]
+    decode = json.loads((unpacked / "decode/decode.json").read_text())
+    v2 = sorted(r["time_ratio"] for r in decode["decode_ratios"] if r["variant"] == "diff_v2")
+    assert rows["v2_decode_vs_baseline"]["value"] == pytest.approx((v2[1] + v2[2]) / 2)  # median of 4 points
+    assert rows["decode_bandwidth"]["met"] is None  # the quick grid's batches are 1 and 2
+    assert len(report["decode"]["points"]) == 16 and report["decode"]["machine"]["device"] == "cpu"
+
+
+def test_targets_are_met_missed_or_missing_with_the_reason():
+    train = {"baseline": {"tokens_per_s": 100.0, "mfu_vs_measured_peak": 0.40},
+             "baseline_2h": {"tokens_per_s": 80.0, "mfu_vs_measured_peak": 0.45},
+             "diff_v1": {"tokens_per_s": 89.0, "mfu_vs_measured_peak": 0.41},
+             "diff_v2": {"tokens_per_s": 78.0, "mfu_vs_measured_peak": 0.38}}
+    decode = {"roofline": {"bandwidth_GBps": 100.0},
+              "decode": [{"variant": v, "batch": b, "context": s, "ms": 1.0, "achieved_GBps": gbps}
+                         for v, gbps in (("baseline", 70.0), ("diff_v2", 50.0)) for b in (1, 8) for s in (16, 64)],
+              "decode_ratios": [{"variant": "diff_v2", "time_ratio": t} for t in (1.0, 1.04, 1.2)]}
+    rows = {t["target"]: t for t in targets(train, 768, decode)}
+    assert rows["v2_tokens_vs_baseline_2h"]["value"] == pytest.approx(0.975) and rows["v2_tokens_vs_baseline_2h"]["met"]
+    assert rows["v2_mfu_vs_baseline"]["value"] == pytest.approx(0.95) and rows["v2_mfu_vs_baseline"]["met"]
+    assert rows["v1_tokens_vs_baseline"]["met"] is False  # 0.89 < 0.90
+    assert rows["baseline_mfu"]["value"] == 0.40 and rows["baseline_mfu"]["met"]
+    assert rows["v2_decode_vs_baseline"]["value"] == 1.04 and rows["v2_decode_vs_baseline"]["met"]
+    # batch >= 8 at the longest context: baseline 70 and V2 50 GB/s, median 60 of a 100 GB/s copy
+    assert rows["decode_bandwidth"]["value"] == pytest.approx(0.60) and rows["decode_bandwidth"]["met"]
+    decode["decode_ratios"][1]["time_ratio"] = 1.06
+    assert targets(train, 768, decode)[4]["met"] is False
+    assert targets(train, 512, decode)[3]["missing"] == "d_model 512 is below 768"
+    empty = targets({}, None, None)
+    assert all(t["met"] is None and t["value"] is None and t["missing"] for t in empty)
+
+
 def test_the_deadline_and_missing_packages_skip_steps_and_say_why(tmp_path):
     """No budget left, on a python without scipy (as the GPU machine's may be): every step is skipped, each with its
     reason in steps.jsonl and its log (a missing module is named before the budget is), and all is still packed."""
@@ -124,6 +167,7 @@ def test_the_deadline_and_missing_packages_skip_steps_and_say_why(tmp_path):
 def test_summary_of_an_empty_stage_is_an_incomplete_report(tmp_path):
     report = summary(tmp_path)
     assert report["steps"] == [] and report["complete"] is False and report["attention_ops"] == []
+    assert all(t["met"] is None for t in report["targets"])
 
 
 @pytest.mark.parametrize("make, problem", [

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="attention: time attention ops (our V1 vs HF DiffLlama on CPU); decode, train, "
                            "roofline: this machine's ceilings and each variant against them (lesson 12); needs torch")
     bench.add_argument("what", nargs="?", default="attention", choices=["attention", "decode", "train", "roofline"])
-    bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda (attention only)")
+    bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     bench.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds)")
     bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
     bench.add_argument("--threads", type=int, default=None, help="torch threads for decode|train|roofline")

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from diffattn.config import PRESETS
 from diffattn.hardware import compile_backend, cpu_name, datasheet_peak
 
 MAX_FILES, MAX_BYTES, MAX_FOLDERS = 8, 16 * 2**20, 2
@@ -128,6 +129,58 @@ def training_rows(compare: dict[str, Any], peak_measured: float | None, peak_dat
     return rows
 
 
+# Issue 16's GPU figures: (name, what is compared, bound, ">=" or "<="); each is `met` True/False, or None with `missing`
+# saying why where the run did not produce it (a step that failed, a preset narrower than the target's width).
+TARGETS = (
+    ("v2_tokens_vs_baseline_2h", "DIFF V2 training tokens/s / the same-query-width baseline's (2h heads)", 0.97, ">="),
+    ("v2_mfu_vs_baseline", "DIFF V2 MFU / the same-heads baseline's MFU (training)", 0.95, ">="),
+    ("v1_tokens_vs_baseline", "DIFF V1 training tokens/s / the baseline's", 0.90, ">="),
+    ("baseline_mfu", "baseline training MFU against the measured bf16 GEMM peak (preset d_model >= 768)", 0.35, ">="),
+    ("v2_decode_vs_baseline", "DIFF V2 decode step time / the baseline's, median over the decode grid", 1.05, "<="),
+    ("decode_bandwidth", "decode bytes/s / the run's STREAM copy median, median over every variant's points at "
+                         "batch >= 8 and the grid's longest context", 0.60, ">="),
+)
+TARGET_WIDTH = 768
+
+
+def target_values(train: dict[str, Any], d_model: int | None, decode: dict[str, Any] | None) -> dict[str, Any]:
+    """Each target's value from the training rows (`training_rows`) and `bench decode`'s JSON, or why it is missing."""
+    import statistics
+
+    def ratio(a: str, b: str, key: str) -> float | str:
+        if a not in train or b not in train or not train[a].get(key) or not train[b].get(key):
+            return f"no {key} for {a} and {b} (training did not finish?)"
+        return train[a][key] / train[b][key]
+
+    values: dict[str, Any] = {"v2_tokens_vs_baseline_2h": ratio("diff_v2", "baseline_2h", "tokens_per_s"),
+                              "v2_mfu_vs_baseline": ratio("diff_v2", "baseline", "mfu_vs_measured_peak"),
+                              "v1_tokens_vs_baseline": ratio("diff_v1", "baseline", "tokens_per_s")}
+    mfu = train.get("baseline", {}).get("mfu_vs_measured_peak")
+    values["baseline_mfu"] = (f"d_model {d_model} is below {TARGET_WIDTH}" if (d_model or 0) < TARGET_WIDTH
+                              else mfu if mfu else "no baseline MFU (training or the GEMM peak missing)")
+    rows = [r for r in (decode or {}).get("decode", []) if "ms" in r]
+    ratios = [r["time_ratio"] for r in (decode or {}).get("decode_ratios", []) if r["variant"] == "diff_v2"]
+    values["v2_decode_vs_baseline"] = statistics.median(ratios) if ratios else "no decode ratios (decode step missing)"
+    wide = [r for r in rows if r["batch"] >= 8 and r["context"] == max(x["context"] for x in rows)] if rows else []
+    copy = (decode or {}).get("roofline", {}).get("bandwidth_GBps")
+    values["decode_bandwidth"] = (statistics.median(r["achieved_GBps"] for r in wide) / copy if wide and copy
+                                  else "no decode point at batch >= 8 (decode step missing or grid too small)")
+    return values
+
+
+def targets(train: dict[str, Any], d_model: int | None, decode: dict[str, Any] | None) -> list[dict[str, Any]]:
+    values = target_values(train, d_model, decode)
+    out = []
+    for name, rule, bound, op in TARGETS:
+        value = values[name]
+        row = {"target": name, "rule": f"{rule} {op} {bound}", "bound": bound, "op": op}
+        if isinstance(value, str):
+            out.append(row | {"value": None, "met": None, "missing": value})
+        else:
+            out.append(row | {"value": value, "met": value >= bound if op == ">=" else value <= bound})
+    return out
+
+
 def summary(stage: Path) -> dict[str, Any]:
     """gpu-check.json from what `stage` holds now: steps, machine, compile, kernels, benchmark, training, evaluation."""
     steps = [json.loads(line) for line in (stage / "steps.jsonl").read_text().splitlines()] \
@@ -157,6 +210,16 @@ def summary(stage: Path) -> dict[str, Any]:
                             "train": compare.get("train"), "settings": compare.get("settings"),
                             "variants": training_rows(compare, measured, datasheet),
                             "failed": compare.get("failed", {})}
+    decode = _read(stage / "decode" / "decode.json")
+    if decode:
+        out["decode"] = {"machine": decode.get("machine"), "roofline": decode.get("roofline"),
+                         "points": [{k: r.get(k) for k in ("variant", "batch", "context", "ms", "achieved_GBps",
+                                                           "of_roofline", "kernel", "error") if k in r}
+                                    for r in decode.get("decode", [])]}
+    compares = sorted(stage.glob("compare-*"))
+    preset = compares[0].name.removeprefix("compare-") if compares else None
+    width = PRESETS[preset].model.d_model if preset in PRESETS else None
+    out["targets"] = targets(out[compares[0].name]["variants"] if compares else {}, width, decode)
     for folder in sorted(stage.glob("eval-*")):
         suite = _read(folder / "summary.json") or {}
         out[folder.name] = {"complete": suite.get("complete", False), "failed": suite.get("failed", {}),

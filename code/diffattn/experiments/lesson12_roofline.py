@@ -193,7 +193,8 @@ def measured(info: dict) -> dict:
 
 def gpu_runs() -> dict:
     """The GPU half: every committed scripts/gpu_check.sh summary (outputs/gpu/<gpu>-<date>/gpu-check.json) from a
-    machine with a GPU, its measured bf16 GEMM and copy ceilings, ridge, and the Llama-like B* at those ceilings.
+    machine with a GPU, its measured bf16 GEMM and copy ceilings, ridge, the Llama-like B* at those ceilings, and its
+    training and decode targets (met, missed or missing).
     CPU rehearsals of the script name no GPU and are skipped; none is committed from a GPU yet."""
     found = {}
     for path in sorted((outputs_dir() / "gpu").glob("*/gpu-check.json")):
@@ -205,7 +206,9 @@ def gpu_runs() -> dict:
         found[path.parent.name] = {"gpu": gpu, "gemm_tflops": peaks["measured_gemm_tflops"],
                                    "copy_GBps": peaks["measured_copy_GBps"], "ridge": peak / bandwidth,
                                    "b_star_256": {row: crossover_batch(LLAMA_8B, variant, 256, peak, bandwidth, 2, kernel)
-                                                  for row, (variant, kernel) in KERNEL_ROWS.items()}}
+                                                  for row, (variant, kernel) in KERNEL_ROWS.items()},
+                                   # issue 16's GPU figures as gpu_run.targets scored them (older runs have none)
+                                   "targets": summary.get("targets", [])}
     return found
 
 
@@ -354,6 +357,9 @@ def report(results: dict) -> str:
         f"{g['gpu']}: GEMM {g['gemm_tflops']:.0f} TFLOP/s, copy {g['copy_GBps']:.0f} GB/s, ridge {g['ridge']:.0f}, "
         f"B* at S = 256 {_b_star(g['b_star_256']['baseline'])} (baseline)" for g in gpus.values())
         if gpus else "none committed yet; the H200 rows above use its datasheet ceilings"))
+    lines += [f"    {name}: {t['rule']}: " + ("missing (" + t["missing"] + ")" if t["met"] is None else
+                                              f"{t['value']:.2f}, {'met' if t['met'] else 'MISSED'}")
+              for name, g in gpus.items() for t in g["targets"]]
     fc = runs[names[0]]["flop_counter"]
     lines.append(f"  FlopCounterMode vs our counts: {fc['agree']} of {fc['rows']} (variant, backend) rows agree "
                  f"exactly ({fc['with_attention']} with attention, math path; {fc['rows'] - fc['with_attention']} "

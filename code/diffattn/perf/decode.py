@@ -43,8 +43,8 @@ def _filled_caches(model: GPT, batch: int, capacity: int, generator: torch.Gener
     with torch.no_grad():
         model(probe, caches)  # one token allocates each buffer in the layer's own layout
     for cache in caches:
-        for buffer in (cache.k_buffer, cache.v_buffer):
-            buffer.copy_(torch.rand(buffer.shape, generator=generator).mul_(2).sub_(1))
+        for buffer in (cache.k_buffer, cache.v_buffer):  # drawn where the buffer lives: GiBs on a GPU
+            buffer.uniform_(-1, 1, generator=generator)
         cache.length = 0
     return caches
 
@@ -58,23 +58,27 @@ def _step(model: GPT, caches: list[StaticKVCache], token: torch.Tensor, context:
     return step
 
 
-def round_robin(steps: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+def round_robin(steps: dict[str, Callable[[], None]], repeats: int,
+                sync: Callable[[], None] = lambda: None) -> dict[str, float]:
     """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
-    that a shared machine's load drift hits every variant alike instead of whichever ran last."""
+    that a shared machine's load drift hits every variant alike instead of whichever ran last. `sync` waits for
+    queued device work (torch.cuda.synchronize on a GPU, where a call returns before its kernels finish)."""
     for step in steps.values():
         step()
+    sync()
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, step in steps.items():
             started = time.perf_counter()
             step()
+            sync()
             samples[name].append(time.perf_counter() - started)
     return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
-                  ceilings: tuple[float, float], repeats: int = 5,
-                  advance: Callable[[], None] = lambda: None) -> list[dict]:
+                  ceilings: tuple[float, float], repeats: int = 5, advance: Callable[[], None] = lambda: None,
+                  device: torch.device = torch.device("cpu")) -> list[dict]:
     """One row per (variant, batch, context): median step time, achieved GB/s and GFLOP/s, the roofline time.
 
     At each (batch, context) the variants are timed in turn (`round_robin`), their caches side by side in memory.
@@ -83,20 +87,21 @@ def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int
     """
     require(all(b >= 1 for b in batches) and all(s >= 1 for s in contexts), "batches and contexts must be >= 1")
     peak, bandwidth = ceilings
-    kernel = v1_kernel_path(torch.device("cpu"))
-    models = _models(base, variants, max(contexts) + 1)
+    kernel = v1_kernel_path(device)
+    models = _models(base, variants, max(contexts) + 1, device)
     rows = []
     for batch in batches:
         token, caches = _batch(models, batch, contexts, rows)
         for context in contexts:
-            seconds = round_robin({v: _step(models[v], c, token, context) for v, c in caches.items()}, repeats)
+            seconds = round_robin({v: _step(models[v], c, token, context) for v, c in caches.items()}, repeats,
+                                  synchronizer(device))
             for variant, taken in seconds.items():
                 config = models[variant].config
                 counted = model_phase_counts(config, variant, "decode", batch, context,
                                              models[variant].lm_head.weight.element_size(), kernel)
                 rows.append(point(variant, "decode", batch, context, counted, taken, peak, bandwidth)
                             | {"v1_kernel": kernel if variant == "diff_v1" else None,
-                               "kernel": decode_kernel(config, variant, batch, kernel)})
+                               "kernel": decode_kernel(config, variant, batch, kernel, device)})
             for _ in variants:
                 advance()
         del caches
@@ -104,23 +109,30 @@ def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int
     return sorted(rows, key=lambda r: (order[r["variant"]], r["batch"], r["context"]))
 
 
-def _models(base: GPTConfig, variants: tuple[str, ...], capacity: int) -> dict[str, GPT]:
-    """The matched models of `variants` (seed 0 each), with room for `capacity` cached positions."""
+def _models(base: GPTConfig, variants: tuple[str, ...], capacity: int,
+            device: torch.device = torch.device("cpu")) -> dict[str, GPT]:
+    """The matched models of `variants` (seed 0 each, fp32), with room for `capacity` cached positions."""
     base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, capacity))
     models = {}
     for variant in variants:
         torch.manual_seed(0)
-        models[variant] = GPT(matched_configs(base)[variant]).eval()
+        models[variant] = GPT(matched_configs(base)[variant]).to(device).eval()
     return models
+
+
+def synchronizer(device: torch.device) -> Callable[[], None]:
+    """What waits for `device`'s queued work before a clock is read: torch.cuda.synchronize on CUDA, nothing on CPU."""
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
 def _batch(models: dict[str, GPT], batch: int, contexts: tuple[int, ...],
            rows: list[dict]) -> tuple[torch.Tensor, dict[str, list[StaticKVCache]]]:
     """The batch's input token and each model's filled caches; a variant whose cache does not fit in memory gets
     one error row per context in `rows` instead, and the grid goes on."""
-    generator = torch.Generator().manual_seed(batch)
     model = next(iter(models.values()))
-    token = torch.randint(0, model.config.vocab_size, (batch, 1), generator=generator)
+    device = model.lm_head.weight.device
+    generator = torch.Generator(device=device).manual_seed(batch)
+    token = torch.randint(0, model.config.vocab_size, (batch, 1), generator=generator, device=device)
     caches = {}
     for variant, model in models.items():
         try:
@@ -190,15 +202,16 @@ def packing_summary(rows: list[dict]) -> dict:
     return {"variants": summary, "errors": len(rows) - len(ok)}
 
 
-def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str) -> str:
+def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str,
+                  device: torch.device = torch.device("cpu")) -> str:
     """The SDPA kernel a one-query step runs for `variant`'s first attention call (its heads, widths and GQA
     group; V1's 2d-wide value as the call receives it), as `diffattn.bench.kernel_that_runs` names it."""
     call = kernel_calls(variant, *_geometry(model, variant), v1_kernel)[0]
     width = model.head_dim
     value = 2 * width if variant == "diff_v1" else width  # V1's call receives the whole 2d value, split or not
-    q = torch.zeros(batch, 1, call.query_heads, width)
-    k = torch.zeros(batch, 8, call.kv_heads, width)
-    return kernel_that_runs(q, k, torch.zeros(batch, 8, call.kv_heads, value))
+    q = torch.zeros(batch, 1, call.query_heads, width, device=device)
+    k = torch.zeros(batch, 8, call.kv_heads, width, device=device)
+    return kernel_that_runs(q, k, torch.zeros(batch, 8, call.kv_heads, value, device=device))
 
 
 def _geometry(model: GPTConfig, variant: str) -> tuple[int, int, int]:
@@ -207,17 +220,14 @@ def _geometry(model: GPTConfig, variant: str) -> tuple[int, int, int]:
 
 
 def prefill_points(base: GPTConfig, variants: tuple[str, ...], batch: int, context: int,
-                   ceilings: tuple[float, float], repeats: int = 3,
-                   advance: Callable[[], None] = lambda: None) -> list[dict]:
+                   ceilings: tuple[float, float], repeats: int = 3, advance: Callable[[], None] = lambda: None,
+                   device: torch.device = torch.device("cpu")) -> list[dict]:
     """A forward pass of `batch` × `context` tokens per variant (no cache), timed in turn: prefill on the roofline."""
     peak, bandwidth = ceilings
-    base = dataclasses.replace(base, max_seq_len=max(base.max_seq_len, context))
     tokens = torch.randint(0, base.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0))
-    kernel = v1_kernel_path(torch.device("cpu"))
-    models = {}
-    for variant in variants:
-        torch.manual_seed(0)
-        models[variant] = GPT(matched_configs(base)[variant]).eval()
+    tokens = tokens.to(device)
+    kernel = v1_kernel_path(device)
+    models = _models(base, variants, context, device)
 
     def forward(model: GPT) -> Callable[[], None]:
         def call() -> None:
@@ -225,7 +235,7 @@ def prefill_points(base: GPTConfig, variants: tuple[str, ...], batch: int, conte
                 model(tokens)
         return call
 
-    seconds = round_robin({v: forward(m) for v, m in models.items()}, repeats)
+    seconds = round_robin({v: forward(m) for v, m in models.items()}, repeats, synchronizer(device))
     rows = []
     for variant, model in models.items():
         counted = model_phase_counts(model.config, variant, "prefill", batch, context,

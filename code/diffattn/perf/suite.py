@@ -39,44 +39,55 @@ WHAT = {"decode": ("ceilings", "decode"), "train": ("ceilings", "train"), "roofl
 QUICK_MODEL = GPTConfig(vocab_size=64, n_layer=2, d_model=64, n_head=4, n_kv_head=2, max_seq_len=64)
 
 
-def machine(n_threads: int) -> dict:
+def machine(n_threads: int, device: str = "cpu") -> dict:
+    gpu = {"device": device, "gpu": torch.cuda.get_device_name(0)} if device == "cuda" else {"device": device}
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "kernel_path": native_path(), "threads": n_threads,
             "torch": torch.__version__, "python": platform.python_version(), "blas": ceilings.blas_library(),
-            "date": datetime.date.today().isoformat()}
+            "date": datetime.date.today().isoformat(), **gpu}
 
 
-def plan(quick: bool) -> dict:
-    """Sizes of the run: the full one fits in about 5 minutes on the 2-core course machine, the quick one in seconds."""
+# On a GPU an eager decode step of the CPU grid's sizes is mostly kernel launches: longer contexts and larger batches
+# give the bytes a chance to dominate (the largest point's caches: about 4 GiB per variant in fp32).
+GPU_DECODE = {"batches": (1, 8, 32, 64), "contexts": (1024, 4096, 16384), "repeats": 10}
+
+
+def plan(quick: bool, device: str = "cpu") -> dict:
+    """Sizes of the run: the full one fits in about 5 minutes on the 2-core course machine, the quick one in seconds;
+    a full run on CUDA takes the GPU decode grid."""
     if quick:
         return {"gemm_sizes": {torch.float32: 64, torch.float64: 64}, "stream_n": 1 << 16, "repeats": 2,
                 "decode_model": QUICK_MODEL, "batches": (1, 2), "contexts": (16, 32), "prefill": (1, 32),
                 "presets": ("cpu-tiny",), "train_steps": 2, "train_overrides": {"batch_size": 2, "seq_len": 32}}
     return {"gemm_sizes": None, "stream_n": None, "repeats": 5, "decode_model": decode.DECODE_MODEL,
             "batches": decode.BATCHES, "contexts": decode.CONTEXTS, "prefill": (1, 1024), "presets": training.PRESETS,
-            "train_steps": 10, "train_overrides": {}}
+            "train_steps": 10, "train_overrides": {}} | (GPU_DECODE if device == "cuda" else {})
 
 
-def _total(parts: tuple[str, ...], p: dict) -> int:
-    sizes = {"ceilings": len(p["gemm_sizes"] or ceilings.default_gemm_sizes(torch.device("cpu"))) + 1, "counts": 1,
+def _total(parts: tuple[str, ...], p: dict, device: torch.device) -> int:
+    sizes = {"ceilings": len(p["gemm_sizes"] or ceilings.default_gemm_sizes(device)) + 1, "counts": 1,
              "decode": len(VARIANTS) * len(p["batches"]) * len(p["contexts"]), "prefill": len(VARIANTS),
              "train": len(p["presets"]) * len(VARIANTS)}
     return sum(sizes[part] for part in parts)
 
 
 def run(what: str = "roofline", quick: bool = False, n_threads: int | None = None, progress: bool = True,
-        saved: Callable[[dict], None] = lambda info: None) -> dict:
-    """Measure the parts `what` names (decode, train or roofline = all), calling `saved(info)` after each part."""
+        saved: Callable[[dict], None] = lambda info: None, device: str = "cpu") -> dict:
+    """Measure the parts `what` names (decode, train or roofline = all) on `device` (cpu or cuda: every timing
+    synchronised), calling `saved(info)` after each part."""
     require(what in WHAT, f"what must be one of {', '.join(WHAT)} (got {what!r})")
+    require(device in ("cpu", "cuda"), f"device must be cpu or cuda (got {device!r})")
+    require(device == "cpu" or torch.cuda.is_available(), "--device cuda needs a CUDA GPU and none is visible")
     n_threads = torch.get_num_threads() if n_threads is None else n_threads
     require(n_threads >= 1, f"threads must be >= 1 (got {n_threads})")
     from tqdm import tqdm
 
-    p, parts = plan(quick), WHAT[what]
-    info = {"what": what, "quick": quick, "machine": machine(n_threads), "load_average": {"start": ceilings.load_average()}}
-    with torch_threads(n_threads), tqdm(total=_total(parts, p), desc=f"bench {what}", file=sys.stderr,
+    p, parts, where = plan(quick, device), WHAT[what], torch.device(device)
+    info = {"what": what, "quick": quick, "machine": machine(n_threads, device),
+            "load_average": {"start": ceilings.load_average()}}
+    with torch_threads(n_threads), tqdm(total=_total(parts, p, where), desc=f"bench {what}", file=sys.stderr,
                                         disable=not progress, leave=False) as bar:
         advance = lambda: bar.update(1)  # noqa: E731
-        info["ceilings"] = ceilings.measure(torch.device("cpu"), p["gemm_sizes"], p["stream_n"], p["repeats"], advance)
+        info["ceilings"] = ceilings.measure(where, p["gemm_sizes"], p["stream_n"], p["repeats"], advance)
         roof = (ceilings.peak_gflops(info["ceilings"], "float32") * 1e9, ceilings.bandwidth_gbps(info["ceilings"]) * 1e9)
         info["roofline"] = {"peak_GFLOPs": roof[0] / 1e9, "peak_dtype": "float32", "bandwidth_GBps": roof[1] / 1e9,
                             "bandwidth_kernel": "copy", "ridge_flops_per_byte": roof[0] / roof[1]}
@@ -91,16 +102,17 @@ def run(what: str = "roofline", quick: bool = False, n_threads: int | None = Non
             model = p["decode_model"]
             info["decode_model"] = {k: v for k, v in vars(model).items() if isinstance(v, (int, float, str))}
             info["decode"] = decode.decode_points(model, VARIANTS, p["batches"], p["contexts"], roof, p["repeats"],
-                                                  advance)
+                                                  advance, where)
             info["decode_ratios"] = decode.ratios_to_baseline(info["decode"])
             _part_done(info, "decode", saved)
         if "prefill" in parts:
             batch, context = p["prefill"]
-            info["prefill"] = decode.prefill_points(p["decode_model"], VARIANTS, batch, context, roof, 3, advance)
+            info["prefill"] = decode.prefill_points(p["decode_model"], VARIANTS, batch, context, roof, 3, advance,
+                                                    where)
             _part_done(info, "prefill", saved)
         if "train" in parts:
             info["train"] = training.train_points(p["presets"], VARIANTS, p["train_steps"], roof, None, advance,
-                                                 **p["train_overrides"])
+                                                 **p["train_overrides"], device=device)
             _part_done(info, "train", saved)
     return info
 
@@ -155,13 +167,13 @@ def default_out(what: str, n_threads: int) -> Path:
 def main(args) -> int:
     """The command line's `bench decode|train|roofline`: run, write <out>/<what>.json after every part and the
     figures at the end, print the report. Exit 1 if a point failed (it is in the JSON with its error)."""
-    require(args.device in ("auto", "cpu"), "bench decode|train|roofline runs on the CPU (--device cpu); the GPU's "
-                                            "ceilings and points come from scripts/gpu_check.sh")
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     n_threads = torch.get_num_threads() if args.threads is None else args.threads
     require(n_threads >= 1, f"--threads must be >= 1 (got {n_threads})")
     out = args.out or default_out(args.what, n_threads)
     path = out / f"{args.what}.json"
-    info = run(args.what, quick=args.quick, n_threads=n_threads, saved=lambda partial: write_json_atomic(path, partial))
+    info = run(args.what, quick=args.quick, n_threads=n_threads, saved=lambda partial: write_json_atomic(path, partial),
+               device=device)
     figures = [] if args.no_figures else [plots.roofline(info, out / "roofline.png")]
     if not args.no_figures and "decode" in info:
         figures.append(plots.decode_latency(info, out / "decode.png"))

@@ -24,7 +24,7 @@ def train_points(presets: tuple[str, ...], variants: tuple[str, ...], steps: int
                  **overrides: int) -> list[dict]:
     """Median tokens/s of `steps` plain training steps (forward, loss, backward, AdamW) per preset and variant,
     with MFU against the measured peak and the datasheet peak (None where there is none); `overrides` (batch_size,
-    seq_len) shrink the preset's batches for a quick run."""
+    seq_len) shrink the preset's batches for a quick run, `device` "cuda" trains there (plain fp32, no compile)."""
     peak, bandwidth = ceilings
     rows = []
     for preset in presets:
