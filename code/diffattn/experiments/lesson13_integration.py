@@ -7,6 +7,8 @@
               |logit change| at step 0 and the validation loss before and after, on the checkpoint's validation data
     study     the committed warm-start study (outputs/warmstart/summary.json, `python -m diffattn warmstart`), read
               back, never retrained here: a tiny model retrained on another CPU can be another model
+    lora_lr   the committed LoRA learning-rate check (outputs/warmstart/lora-lr.json, `warmstart --lora-lr-check`),
+              read back the same way
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ SHIPPED = ("cpu-tiny", "text")
 TIMED_RUNS = 5  # fresh `plan` processes; the quickest is the one least slowed by whatever else the machine runs
 CHECK_SEQUENCES = 32  # validation windows of the shipped checkpoint's context
 STUDY = Path("warmstart") / "summary.json"
+LORA_LR = Path("warmstart") / "lora-lr.json"
 FIGURE = "13-warmstart.png"
 # The V2 gap is 0 on the CPUs tried, but the two copies of a head could round differently on another kernel path: the
 # lesson quotes the bound the tests assert. The V1 figures are evaluations of a fixed model: rounding-level moves.
@@ -135,8 +138,31 @@ def derived(summary: dict) -> dict:
     }
 
 
+def lora_lr_numbers(path: Path | None = None) -> dict:
+    """The committed LoRA learning-rate check: per peak lr (in declared order), each seed's answer loss minus its own
+    step 0 (and their mean) and the t interval of its final loss minus the baseline's; the baseline's own change; and
+    what the lesson reads off them: the largest |change| of any LoRA run, how many lrs lower the loss in every seed,
+    and the range of the LoRA − baseline means with their lowest interval bound."""
+    from diffattn.stats import mean_std
+
+    check = json.loads((path or outputs_dir() / LORA_LR).read_text())
+    own = lambda row: {"seeds": row["loss_minus_step0"], "mean": mean_std(row["loss_minus_step0"])[0]}  # noqa: E731
+    rows = [{"lr": row["lr"], "minus_step0": own(row), "minus_baseline": row["loss_minus_baseline"],
+             "learns": all(v < 0 for v in row["loss_minus_step0"])} for row in check["lora"].values()]
+    means = [r["minus_baseline"]["mean"] for r in rows]
+    timing, machine = check["timing"], check["machine"]
+    return {"baseline": {"lr": check["baseline"]["lr"], "minus_step0": own(check["baseline"])}, "lora": rows,
+            "derived": {"largest_abs_minus_step0": max(abs(v) for r in rows for v in r["minus_step0"]["seeds"]),
+                        "lrs_that_learn": sum(r["learns"] for r in rows),
+                        "minus_baseline_means": [min(means), max(means)],
+                        "minus_baseline_lowest_bound": min(r["minus_baseline"]["ci95"][0] for r in rows)},
+            "continue_s": round(timing["total_s"] - timing["pretrain_s"]),
+            "machine": f"{machine['cpu']} ({machine['cores']} cores), torch {machine['torch']}, {machine['date']}, "
+                       f"{timing['jobs']} runs at a time, one thread each"}
+
+
 def run(progress: bool = True) -> dict:
-    return {"plan": plan_numbers(), "convert": convert_numbers(), "study": study_numbers()}
+    return {"plan": plan_numbers(), "convert": convert_numbers(), "study": study_numbers(), "lora_lr": lora_lr_numbers()}
 
 
 def _interval(t: dict, sign: str = "+") -> str:
@@ -181,6 +207,16 @@ def report(results: dict) -> str:
             lines.append(f"    {arm:<10} seed {seed['seed']}: step 0 {seed['step0']['val_accuracy']:.3f} → "
                          f"{seed['final']['val_accuracy']:.3f}; − null {_interval_c(seed['minus_null'])}{vs_base}")
     lines.append(f"  wall time {s['wall_s']:,} s (pretraining {s['pretrain_s']:,} s) on {s['machine']}")
+    lr = results["lora_lr"]
+    seeds = lambda v: ", ".join(f"{x:+.3f}" for x in v["minus_step0"]["seeds"])  # noqa: E731
+    lines += ["", "LoRA learning-rate check (declared before it ran; the study's pretraining, seeds and batches, rerun)",
+              f"  {'peak lr':<9}{'answer loss − own step 0, per seed':<37}{'mean':<9}{'− baseline, mean [t 95%]'}"]
+    for row in lr["lora"]:
+        lines.append(f"  {row['lr']:<9g}{seeds(row):<37}{row['minus_step0']['mean']:<+9.3f}"
+                     f"{_interval(row['minus_baseline'])}")
+    base = lr["baseline"]
+    lines.append(f"  baseline trained on at {base['lr']:g}: {seeds(base)} (mean {base['minus_step0']['mean']:+.3f})")
+    lines.append(f"  continued runs' wall time {lr['continue_s']:,} s on {lr['machine']}")
     return "\n".join(lines)
 
 
