@@ -198,9 +198,11 @@ class DiffAttentionV1(_Attention):
         k = apply_rope(self.k_proj(x).view(b, n, 2 * h_kv, d), *rope)  # (b, N, 2h_kv, d)
         v = self.v_proj(x).view(b, n, h_kv, 2 * d)  # (b, N, h_kv, 2d): one wide value head per KV group
         k, v = self._cached(k, v, cache)  # (b, L, ·, ·)
-        q = q.view(b, n, h, 2, d)  # heads (2i, 2i+1) -> head i, halves 0 and 1
-        k = k.view(b, k.shape[1], h_kv, 2, d)
-        q1, q2, k1, k2 = q[:, :, :, 0], q[:, :, :, 1], k[:, :, :, 0], k[:, :, :, 1]  # (b, ·, h or h_kv, d)
+        # heads (2i, 2i+1) -> head i, halves 0 and 1: (b, ·, h or h_kv, d) each. unbind, not four selects: its
+        # backward stacks the two halves' gradients once, where each select's zero-fills a full-size tensor and adds
+        # (README, "Benchmarks": measured beside DiffLlamaAttention)
+        q1, q2 = q.view(b, n, h, 2, d).unbind(3)
+        k1, k2 = k.view(b, k.shape[1], h_kv, 2, d).unbind(3)
         attn1 = attention(q1, k1, v, causal=True, backend=self.backend)  # A1 V: (b, N, h, 2d)
         attn2 = attention(q2, k2, v, causal=True, backend=self.backend)  # A2 V, the same V
         return attn1 - self.lambda_full().to(attn1.dtype) * attn2  # (A1 − λA2) V by linearity
