@@ -1,14 +1,12 @@
 """Lesson 13: `python -m diffattn plan` (diffattn.plan): real configs read right, bad ones refused in one line, the
 plan's numbers equal lesson 04's accounting and lesson 12's roofline for the same shapes, every rule cites evidence,
-and the whole command runs with every third-party module blocked."""
+and the whole command runs with every third-party module blocked (tests/test_13_plan_cli.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +18,6 @@ from diffattn.plan import evidence, figures, hfconfig, rules
 from diffattn.plan.assemble import make_plan
 from diffattn.plan.hfconfig import FULL, SLIDING
 from diffattn.pure import accounting, roofline
-from tests.test_pure_stdlib_only import BLOCKER
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = dict(model_type="llama", hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
@@ -368,25 +365,6 @@ def test_a_measured_decode_benchmark_replaces_the_roofline_assumption(tmp_path):
     assert "measured_decode" in plan["throughput"][0]["evidence"] and "measured_decode" in plan["evidence"]
     assert "no measured decode" in make_plan(hfconfig.from_preset("qwen3-4b"), 4096, "high", 10**12, "pretrain",
                                              measured={})["throughput"][0]["text"]
-
-
-# ------------------------------------------------------------------------------------------------ stdlib only
-
-
-def test_plan_runs_with_every_third_party_module_blocked(tmp_path):
-    program = BLOCKER + f"""
-import sys
-from diffattn import cli
-sys.argv = ["diffattn"]
-assert cli.main({plan_args(["--preset", "gemma-3-12b"])!r} + ["--out", {str(tmp_path / "p.md")!r}]) == 0
-assert cli.main(["plan", "--skill", "--out", {str(tmp_path / "s.md")!r}]) == 0
-blocked = [m for m in sys.modules if m.split(".")[0] in ("torch", "numpy", "yaml", "scipy")]
-assert not blocked, blocked
-"""
-    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "code")},
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    assert (tmp_path / "p.md").read_text().startswith("# Plan: differential attention for gemma-3-12b")
 
 
 # ------------------------------------------------------------------------------------------------ the evaluation plan

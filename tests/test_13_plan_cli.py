@@ -3,6 +3,7 @@
 - It answers in under a second because it imports nothing heavy. Read from `python -X importtime`, which lists every
   module a process imported (its stderr), so the check sees what the real command line imports, not what an
   in-process test has already loaded; the controls show it does see an import.
+- It runs with every third-party module blocked (the stdlib track's blocker), `plan --skill` too.
 - Its numbers are the accounting command's: `plan --json` and the `accounting --json` command the plan itself tells the
   user to run agree on every shared number (issue 17's figure: the Llama-style 8B GQA(8) V2 delta of +16,908,288
   attention weights per layer).
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_13_plan import KERNEL_ROW
+from tests.test_13_plan import KERNEL_ROW, plan_args
+from tests.test_pure_stdlib_only import BLOCKER
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a plan must never pay for: the torch stack, the transformers extra, and the lesson modules (which parse every
@@ -82,3 +84,19 @@ def test_plan_json_equals_the_accounting_command_it_prints():
         assert row["kv_bytes_at_context"] == table["kv_cache"][variant]["bytes_at_context"], variant
         assert row["forward_flops_per_token"]["total"] == table["flops_per_token"][kernel]["total"], variant
         assert plan["decode"]["variants"][variant]["bytes"] == table["decode"][kernel]["step_bytes"], variant
+
+
+def test_plan_runs_with_every_third_party_module_blocked(tmp_path):
+    program = BLOCKER + f"""
+import sys
+from diffattn import cli
+sys.argv = ["diffattn"]
+assert cli.main({plan_args(["--preset", "gemma-3-12b"])!r} + ["--out", {str(tmp_path / "p.md")!r}]) == 0
+assert cli.main(["plan", "--skill", "--out", {str(tmp_path / "s.md")!r}]) == 0
+blocked = [m for m in sys.modules if m.split(".")[0] in ("torch", "numpy", "yaml", "scipy")]
+assert not blocked, blocked
+"""
+    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env={"PYTHONPATH": str(ROOT / "code")},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "p.md").read_text().startswith("# Plan: differential attention for gemma-3-12b")
