@@ -24,7 +24,10 @@ VARIANTS = {"baseline", "baseline_2h", "diff_v1", "diff_v2"}
 def run_script(out: Path, tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     inherited = {k: v for k, v in os.environ.items()  # the script's own knobs come only from the test
                  if not k.startswith("GPU_") and k not in ("DIFFATTN_CHECKPOINTS", "DIFFATTN_COMPILE_BACKEND")}
-    environment = {**inherited, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp), **env}
+    # One PyTorch thread: the rehearsal's tiny compiled models took 164 s of CPU with two threads (each waiting on the
+    # other) and 41 s with one, side by side on an idle 2-core machine; what it checks does not depend on the count.
+    environment = {**inherited, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp),
+                   "OMP_NUM_THREADS": "1", **env}
     return subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=1200)
 
