@@ -13,15 +13,10 @@ from typing import Iterator
 
 import torch
 
+from diffattn import LIBRARY_CAPS  # the oneDNN and MKL caps that go with a lowered path (why: there)
+
 # x86's paths from the portable one up; a CPU offers every path up to its own
 X86_PATHS = ("default", "avx2", "avx512")
-# torch's two libraries pick their own kernels from the processor, independently of ATEN_CPU_CAPABILITY: oneDNN
-# (ONEDNN_MAX_CPU_ISA) and MKL (MKL_ENABLE_INSTRUCTIONS). Forcing only ATen's path on an AVX-512 CPU builds a machine
-# that does not exist, and torch 2.13 then fails on it: bf16 SDPA asks oneDNN (which sees AVX-512) whether to pack
-# its operands and calls ATen's AVX-512-only packing from the AVX2 build ("pack_vnni2 is only supported when avx512
-# is supported"). Capping all three imitates a real older CPU.
-LIBRARY_CAPS = {"default": {"ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
-                "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}}
 
 
 @contextlib.contextmanager
@@ -54,5 +49,6 @@ def kernel_paths() -> tuple[str, ...]:
 
 
 def kernel_path_env(path: str) -> dict[str, str]:
-    """The environment variables that make a fresh process compute like a CPU whose best path is `path`."""
+    """The environment variables that make a fresh process compute like a CPU whose best path is `path` (diffattn's
+    import adds the library caps by itself; a child that never imports diffattn needs them spelled out)."""
     return {"ATEN_CPU_CAPABILITY": path, **LIBRARY_CAPS.get(path, {})}
