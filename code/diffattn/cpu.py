@@ -13,7 +13,7 @@ from typing import Iterator
 
 import torch
 
-from diffattn import LIBRARY_CAPS  # the oneDNN and MKL caps that go with a lowered path (why: there)
+from diffattn import LIBRARY_CAPS  # the oneDNN cap that goes with a lowered path (why: there)
 
 # x86's paths from the portable one up; a CPU offers every path up to its own
 X86_PATHS = ("default", "avx2", "avx512")
