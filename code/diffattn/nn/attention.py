@@ -30,6 +30,7 @@ from diffattn.errors import ConfigError, require, require_positive
 from diffattn.nn.functional import check_pairs_share_kv, headwise_norm, reparameterized_lambda
 from diffattn.nn.functional import lambda_init as depth_schedule  # the name `lambda_init` is a constructor argument here
 from diffattn.nn.cache import Cache
+from diffattn.nn.diff_v1_kernel import diff_v1_attention
 from diffattn.nn.kernels import BACKENDS, attention, diff_v2_gqa_attention
 from diffattn.nn.norm import RMSNorm
 from diffattn.nn.rope import apply_rope
@@ -128,7 +129,7 @@ class DiffAttentionV1(_Attention):
     num_heads = h = h_base / 2 differential heads, d = embed_dim / (2h). Per head i and layer-wide scalar λ:
 
         q (b,N,2h,d) → RoPE → pairs (2i, 2i+1) = (q1_i, q2_i);  k likewise with 2·h_kv heads;  v (b,N,h_kv,2d)
-        head_i = softmax(q1 k1ᵀ/√d) v − λ · softmax(q2 k2ᵀ/√d) v          (b, N, h, 2d)   two kernel calls
+        head_i = softmax(q1 k1ᵀ/√d) v − λ · softmax(q2 k2ᵀ/√d) v          (b, N, h, 2d)   diff_v1_attention
         λ      = exp(λ_q1·λ_k1) − exp(λ_q2·λ_k2) + λ_init(depth)           one fp32 scalar shared by all heads
         out    = out_proj( concat_i (1 − λ_init) · RMSNorm(head_i) )         RMSNorm over each head's 2d channels
 
@@ -198,14 +199,8 @@ class DiffAttentionV1(_Attention):
         k = apply_rope(self.k_proj(x).view(b, n, 2 * h_kv, d), *rope)  # (b, N, 2h_kv, d)
         v = self.v_proj(x).view(b, n, h_kv, 2 * d)  # (b, N, h_kv, 2d): one wide value head per KV group
         k, v = self._cached(k, v, cache)  # (b, L, ·, ·)
-        # heads (2i, 2i+1) -> head i, halves 0 and 1: (b, ·, h or h_kv, d) each. unbind, not four selects: its
-        # backward stacks the two halves' gradients once, where each select's zero-fills a full-size tensor and adds
-        # (README, "Benchmarks": measured beside DiffLlamaAttention)
-        q1, q2 = q.view(b, n, h, 2, d).unbind(3)
-        k1, k2 = k.view(b, k.shape[1], h_kv, 2, d).unbind(3)
-        attn1 = attention(q1, k1, v, causal=True, backend=self.backend)  # A1 V: (b, N, h, 2d)
-        attn2 = attention(q2, k2, v, causal=True, backend=self.backend)  # A2 V, the same V
-        return attn1 - self.lambda_full().to(attn1.dtype) * attn2  # (A1 − λA2) V by linearity
+        # heads (2i, 2i+1) = head i's two maps; on CPU the maps are combined before V (lesson 12, diff_v1_kernel)
+        return diff_v1_attention(q, k, v, self.lambda_full(), backend=self.backend)  # (A1 − λA2) V: (b, N, h, 2d)
 
     def forward(self, x: Tensor, rope: Rope, cache: Cache | None = None) -> Tensor:
         attn = self.differential_heads(x, rope, cache)  # (b, N, h, 2d)

@@ -1,0 +1,150 @@
+"""Lesson 12: DIFF V1's attention with each map computed once and V applied once (CPU training and prefill).
+
+    q (b, N, 2h, d)  pairs (2i, 2i+1) = (q1_i, q2_i)      k (b, N_k, 2h_kv, d)  likewise      v (b, N_k, h_kv, 2d)
+    head_i = (A1 − λ·A2) V,   A_j = softmax(q_j k_jᵀ / √d) causal, bottom-right aligned      ->  (b, N, h, 2d)
+
+Stock kernels take d-wide values, so V1 normally runs as two attention calls per head, (A1 V) − λ(A2 V), and on CPU
+each call again as two d-wide slices (kernels.split_value_attention): four calls, each scoring q kᵀ again. Linearity
+lets the maps be combined before V instead:
+
+    per block of query rows     S1 = q1 k1ᵀ/√d,  S2 = q2 k2ᵀ/√d      only keys ≤ the block's last query (causal)
+                                P  = softmax(S1) − λ·softmax(S2)      the row is complete, so softmax is exact
+                                out = P V                             2d-wide values, once
+
+Forward FLOPs per head, causal: q kᵀ twice (2·½N²·d·2) + P V once (½N²·2d·2) = 4N²d, half the four calls' 8N²d.
+The backward recomputes each block's P from the saved log-sum-exp, as FlashAttention does, so nothing N×N is kept.
+Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together), so a block's maps stay in cache.
+
+`diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) and otherwise
+runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's decode measurements).
+`separate_maps()` switches the fused kernel off: the "before" of the README's A/B and of `bench`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Iterator
+
+import torch
+from torch import Tensor
+
+from diffattn.errors import require
+from diffattn.nn.kernels import attention, resolve_backend
+
+BLOCK_ROWS = 64  # query rows per block: 32, 64, 128, 256 timed on a 2-core Xeon (AVX-512); 64 was fastest
+
+_FUSE = True  # read on every call; `separate_maps()` clears it
+
+
+@contextlib.contextmanager
+def separate_maps() -> Iterator[None]:
+    """Inside this block DIFF V1 runs as two attention calls per head (four d-wide SDPA calls on CPU), as before the
+    fused kernel existed."""
+    global _FUSE
+    previous, _FUSE = _FUSE, False
+    try:
+        yield
+    finally:
+        _FUSE = previous
+
+
+def fuses(q: Tensor, k: Tensor, v: Tensor, backend: str = "auto") -> bool:
+    """Whether `diff_v1_attention` runs the fused kernel for these tensors."""
+    return (_FUSE and q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64) and q.shape[1] > 1
+            and not torch.compiler.is_compiling() and resolve_backend(q, k, v, backend) == "sdpa")
+
+
+def diff_v1_attention(q: Tensor, k: Tensor, v: Tensor, lam: Tensor, backend: str = "auto") -> Tensor:
+    """Every DIFF V1 head's (A1 − λ·A2) V, causal: shapes in the module docstring; λ a 0-dim tensor (gets a grad)."""
+    b, n, two_h, d = q.shape
+    two_h_kv = k.shape[2]
+    require(two_h % 2 == 0 and two_h_kv % 2 == 0, f"V1 needs even query and key head counts (got {two_h}, {two_h_kv})")
+    require(v.shape[-1] == 2 * d and 2 * v.shape[2] == two_h_kv,
+            f"V1 values are (b, N_k, {two_h_kv // 2}, {2 * d}) for these keys (got {tuple(v.shape)})")
+    require(q.shape[0] == k.shape[0] == v.shape[0] and k.shape[1] == v.shape[1] and k.shape[-1] == d,
+            f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not fit one attention call")
+    require(n <= k.shape[1], f"causal attention needs N_q <= N_k (got {n} > {k.shape[1]})")
+    h, h_kv = two_h // 2, two_h_kv // 2
+    require(h % h_kv == 0, f"query heads ({h}) must be a multiple of KV heads ({h_kv})")
+    if not fuses(q, k, v, backend):
+        q1, q2 = q.view(b, n, h, 2, d).unbind(3)  # (b, N, h, d) each: unbind's backward stacks once
+        k1, k2 = k.view(b, k.shape[1], h_kv, 2, d).unbind(3)
+        attn1 = attention(q1, k1, v, causal=True, backend=backend)  # A1 V: (b, N, h, 2d)
+        attn2 = attention(q2, k2, v, causal=True, backend=backend)  # A2 V, the same V
+        return attn1 - lam.to(attn1.dtype) * attn2  # (A1 − λA2) V by linearity
+    r = h // h_kv  # query heads per KV head
+    # rows of one KV group, position-major: row p·r + j is query head j of the group at position p
+    q1, q2 = q.view(b, n, h_kv, r, 2, d).permute(4, 0, 2, 1, 3, 5).reshape(2, b, h_kv, n * r, d).unbind(0)
+    k1, k2 = k.view(b, k.shape[1], h_kv, 2, d).permute(3, 0, 2, 1, 4).contiguous().unbind(0)  # (b, h_kv, N_k, d)
+    out = _FusedDiffV1.apply(q1, k1, q2, k2, v.transpose(1, 2).contiguous(), lam, r)  # (b, h_kv, N·r, 2d)
+    return out.view(b, h_kv, n, r, 2 * d).permute(0, 2, 1, 3, 4).reshape(b, n, h, 2 * d)
+
+
+class _Blocks:
+    """The query blocks of a causal (N·r rows) × N_k problem, and the mask of each block's last `size` keys."""
+
+    def __init__(self, n: int, n_k: int, r: int, device: torch.device) -> None:
+        self.n, self.n_k, self.r = n, n_k, r
+        self.size = max(1, BLOCK_ROWS // r)  # query positions per block
+        # query t of a block sees key c of the block's diagonal square iff c ≤ t: (size·r, size), True = hidden
+        self.hidden = torch.ones(self.size, self.size, dtype=torch.bool, device=device).triu_(1).repeat_interleave(r, 0)
+
+    def __iter__(self) -> Iterator[tuple[slice, int, int]]:
+        """(rows, keys seen, positions in the block); keys before the diagonal square are seen by every row."""
+        offset = self.n_k - self.n  # bottom-right: query p sees keys ≤ p + offset
+        for start in range(0, self.n, self.size):
+            stop = min(self.n, start + self.size)
+            yield slice(start * self.r, stop * self.r), offset + stop, stop - start
+
+    def probabilities(self, q: Tensor, k: Tensor, rows: slice, keys: int, width: int, lse: Tensor | None):
+        """softmax(q kᵀ/√d) of these rows over keys [0, keys): (b, h_kv, rows, keys), and its log-sum-exp."""
+        logits = torch.matmul(q[:, :, rows], k[:, :, :keys].transpose(-1, -2)).mul_(1.0 / math.sqrt(q.shape[-1]))
+        hidden = self.hidden if width == self.size else self.hidden[: width * self.r, :width]
+        logits[..., keys - width:].masked_fill_(hidden, float("-inf"))  # only the diagonal square has hidden keys
+        if lse is None:
+            lse = torch.logsumexp(logits, dim=-1, keepdim=True)  # (b, h_kv, rows, 1); finite: key 0 is always seen
+        return logits.sub_(lse).exp_(), lse
+
+
+class _FusedDiffV1(torch.autograd.Function):
+    """q1, q2 (b, h_kv, N·r, d); k1, k2 (b, h_kv, N_k, d); v (b, h_kv, N_k, 2d); lam 0-dim -> (b, h_kv, N·r, 2d)."""
+
+    @staticmethod
+    def forward(ctx, q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, v: Tensor, lam: Tensor, r: int) -> Tensor:
+        blocks = _Blocks(q1.shape[2] // r, k1.shape[2], r, q1.device)
+        lam_value = lam.to(q1.dtype).item()  # rounded to the tensors' dtype, as the two-call path rounds it
+        out = q1.new_empty(*q1.shape[:-1], v.shape[-1])
+        lse1, lse2 = q1.new_empty(*q1.shape[:-1], 1), q1.new_empty(*q1.shape[:-1], 1)
+        for rows, keys, width in blocks:
+            p1, lse1[:, :, rows] = blocks.probabilities(q1, k1, rows, keys, width, None)
+            p2, lse2[:, :, rows] = blocks.probabilities(q2, k2, rows, keys, width, None)
+            out[:, :, rows] = p1.sub_(p2, alpha=lam_value) @ v[:, :, :keys]  # (A1 − λA2) V: V applied once
+        ctx.save_for_backward(q1, k1, q2, k2, v, lam, lse1, lse2)
+        ctx.r = r
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        q1, k1, q2, k2, v, lam, lse1, lse2 = ctx.saved_tensors
+        blocks = _Blocks(q1.shape[2] // ctx.r, k1.shape[2], ctx.r, q1.device)
+        lam_value, scale = lam.to(q1.dtype).item(), 1.0 / math.sqrt(q1.shape[-1])
+        dq1, dq2 = torch.empty_like(q1), torch.empty_like(q2)
+        dk1, dk2, dv = torch.zeros_like(k1), torch.zeros_like(k2), torch.zeros_like(v)
+        dlam = torch.zeros((), dtype=torch.float64)
+        for rows, keys, width in blocks:
+            p1, _ = blocks.probabilities(q1, k1, rows, keys, width, lse1[:, :, rows])  # recomputed, never stored
+            p2, _ = blocks.probabilities(q2, k2, rows, keys, width, lse2[:, :, rows])
+            g = grad_out[:, :, rows]  # (b, h_kv, rows, 2d)
+            dv[:, :, :keys] += (p1 - lam_value * p2).transpose(-1, -2) @ g  # dV = Pᵀ dO
+            dp = g @ v[:, :, :keys].transpose(-1, -2)  # dP = dO Vᵀ; dA1 = dP, dA2 = −λ dP
+            seen1 = (dp * p1).sum(-1, keepdim=True)  # softmax backward: dS = A ⊙ (dA − rowsum(dA ⊙ A))
+            seen2 = (dp * p2).sum(-1, keepdim=True)
+            dlam -= seen2.sum(dtype=torch.float64)  # dλ = −Σ dP ⊙ A2
+            ds1 = p1.mul_(dp - seen1).mul_(scale)  # dS1, with the 1/√d of S1 = q1 k1ᵀ/√d
+            ds2 = p2.mul_(dp.sub_(seen2)).mul_(-lam_value * scale)  # dS2 = −λ A2 ⊙ (dP − rowsum(dP ⊙ A2))
+            dq1[:, :, rows] = ds1 @ k1[:, :, :keys]
+            dq2[:, :, rows] = ds2 @ k2[:, :, :keys]
+            dk1[:, :, :keys] += ds1.transpose(-1, -2) @ q1[:, :, rows]  # sums over the group's query heads too
+            dk2[:, :, :keys] += ds2.transpose(-1, -2) @ q2[:, :, rows]
+        return dq1, dk1, dq2, dk2, dv, dlam.to(lam.dtype), None
