@@ -1,6 +1,7 @@
 """Benchmarks: timings are reported, never asserted (lesson 06, README "Benchmarks").
 
-    python -m diffattn bench                 CPU: calibration, attention ops, our V1 module vs Hugging Face DiffLlama
+    python -m diffattn bench                 CPU: calibration, attention ops, our V1 module fused vs four calls vs
+                                             Hugging Face DiffLlama (when transformers is installed)
     python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
 
 Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error.
@@ -25,6 +26,7 @@ from diffattn.config import PRESETS
 from diffattn.errors import ConfigError, one_line
 from diffattn.hardware import cpu_name
 from diffattn.results import write_json_atomic
+from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses
 from diffattn.nn.kernels import (
     attention,
     diff_v2_gqa_attention,
@@ -71,19 +73,6 @@ def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, i
     return statistics.median(samples)
 
 
-def time_alternating(a: Callable[[], object], b: Callable[[], object], iters: int) -> tuple[float, float]:
-    """Median seconds of a and of b (CPU), timed in alternation so machine-load drift hits both equally."""
-    for fn in (a, b, a, b):
-        fn()
-    samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(iters):
-        for fn, out in zip((a, b), samples):
-            start = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - start)
-    return statistics.median(samples[0]), statistics.median(samples[1])
-
-
 def kernel_that_runs(q: Tensor, k: Tensor, v: Tensor) -> str:
     """"flash_attn", "math", or "sdpa:" and the SDPA kernel(s) its dispatcher picks, e.g. "sdpa:CUDNN_ATTENTION"."""
     backend = resolve_backend(q, k, v)
@@ -102,9 +91,11 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
     diff_v1       h_base/2 heads, two calls with v of 2d       multihead_flashdiff_1 (needs d_v ≠ d support)
     diff_v1_4call h_base/2 heads, v split into d-wide halves   multihead_flashdiff_2 (equal-dims kernels)
     diff_v2       2·h_base query heads, one GQA call + λ mix   multihead_flashdiffv2
+    diff_v1_fused h_base/2 heads, maps combined before V         diff_v1_kernel (CPU fp32/fp64 only)
 
     Useful FLOPs count each map's q kᵀ once. Executed FLOPs count q kᵀ once per value slice: where the backend splits
     V1's 2d-wide values (flash-attn, SDPA on CPU) "diff_v1" runs four d-wide calls per pair, like "diff_v1_4call".
+    "diff_v1_fused" executes fewer than the useful count: each map's q kᵀ, then one P·V per pair for both maps.
     """
     g = torch.Generator(device="cpu").manual_seed(0)
 
@@ -131,7 +122,7 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
 
     equal, wide, v1_equal = kernel_that_runs(q, k, v), kernel_that_runs(v1_q1, v1_k1, v1_v), kernel_that_runs(
         v1_q1, v1_k1, v1_v[..., :d])
-    return {
+    ops = {
         "baseline": (lambda: attention(q, k, v), flops(h, d), flops(h, d), equal),
         "baseline_2h": (lambda: attention(q2h, k, v), flops(2 * h, d), flops(2 * h, d), kernel_that_runs(q2h, k, v)),
         "diff_v1": (v1(attention), flops(h, 2 * d), flops(h, 2 * d, v1_slices), wide),
@@ -139,6 +130,12 @@ def attention_ops(s: Shape, device: torch.device, dtype: torch.dtype) -> dict[st
         "diff_v2": (lambda: diff_v2_gqa_attention(q2h, k, v, lam), flops(2 * h, d), flops(2 * h, d),
                     kernel_that_runs(q2h, k, v)),
     }
+    pairs = lambda first, second: torch.stack((first, second), dim=3).flatten(2, 3)  # noqa: E731  (2i, 2i+1) = (1, 2)
+    if fuses(pairs(v1_q1, v1_q2), pairs(v1_k1, v1_k2), v1_v):
+        # flops(h, d): h maps' q kᵀ (d each) and h/2 pairs' P·V of 2d, the same total as h maps with d-wide values
+        ops["diff_v1_fused"] = (lambda: diff_v1_attention(pairs(v1_q1, v1_q2), pairs(v1_k1, v1_k2), v1_v, lam_v1),
+                                flops(h, 2 * d), flops(h, d), "diff_v1_fused")
+    return ops
 
 
 def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: torch.dtype, iters: int,
@@ -172,42 +169,55 @@ def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: 
     return rows
 
 
-def bench_vs_hf_diffllama(s: Shape, iters: int) -> dict:
-    """Forward+backward of our DiffAttentionV1 vs transformers' DiffLlamaAttention on the same config (CPU, fp32).
+def bench_v1_module(s: Shape, iters: int, hf: bool = True) -> dict:
+    """Forward+backward of our DiffAttentionV1 on CPU in fp32: fused (`diff_v1_kernel`, the default) and with
+    `separate_maps()` (the four d-wide SDPA calls it replaced), and transformers' DiffLlamaAttention on the same config
+    when transformers is installed and `hf` (a dev-only comparison, never a dependency). All timed in turn
+    (`round_robin`).
 
     Same d_model, d, λ parameters and causal masking; HF counts heads as d-wide Q/K heads (2× ours) and runs two
-    SDPA calls over all of them with V split in halves. transformers is a dev-only comparison, never a dependency.
+    SDPA calls over all of them with V split in halves.
     """
+    from diffattn.nn.attention import DiffAttentionV1
+    from diffattn.nn.diff_v1_kernel import separate_maps
+    from diffattn.nn.rope import rope_cos_sin
+    from diffattn.perf.decode import round_robin
+
+    torch.manual_seed(0)
+    ours = DiffAttentionV1(s.d_model, depth=0, num_heads=s.heads // 2, num_kv_heads=s.kv_heads // 2)
+    x = torch.randn(s.batch, s.seq, s.d_model, requires_grad=True)
+    our_rope = rope_cos_sin((0, s.seq), s.head_dim)
+
+    def separate_step() -> None:
+        with separate_maps():
+            ours(x, our_rope).sum().backward()
+
+    steps = {"ours": lambda: ours(x, our_rope).sum().backward(), "ours_separate": separate_step}
+    result: dict = {"shape": vars(s)}
     try:
+        if not hf:
+            raise ImportError
+        import transformers
         from transformers import DiffLlamaConfig
         from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
     except ImportError:
-        return {"skipped": "transformers is not installed (pip install transformers)"}
-    from diffattn.nn.attention import DiffAttentionV1
-    from diffattn.nn.rope import rope_cos_sin
-
-    torch.manual_seed(0)
-    config = DiffLlamaConfig(hidden_size=s.d_model, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-                             head_dim=s.head_dim, max_position_embeddings=s.seq, attention_dropout=0.0)
-    config._attn_implementation = "sdpa"
-    theirs = DiffLlamaAttention(config, layer_idx=0)
-    ours = DiffAttentionV1(s.d_model, depth=0, num_heads=s.heads // 2, num_kv_heads=s.kv_heads // 2)
-    x = torch.randn(s.batch, s.seq, s.d_model, requires_grad=True)
-    positions = torch.arange(s.seq)[None]
-    hf_rope = DiffLlamaRotaryEmbedding(config)(x, positions)
-    our_rope = rope_cos_sin((0, s.seq), s.head_dim)
-
-    def hf_step() -> None:
-        theirs(x, position_embeddings=hf_rope, attention_mask=None)[0].sum().backward()
-
-    def our_step() -> None:
-        ours(x, our_rope).sum().backward()
-
-    hf_s, our_s = time_alternating(hf_step, our_step, iters=2 * iters)
-    import transformers
-
-    return {"shape": vars(s), "transformers": transformers.__version__, "hf_fwd_bwd_ms": hf_s * 1e3,
-            "ours_fwd_bwd_ms": our_s * 1e3, "speedup_vs_hf": hf_s / our_s}
+        result["hf_skipped"] = ("transformers is not installed (pip install transformers)" if hf else
+                                "--no-hf")
+    else:
+        config = DiffLlamaConfig(hidden_size=s.d_model, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
+                                 head_dim=s.head_dim, max_position_embeddings=s.seq, attention_dropout=0.0)
+        config._attn_implementation = "sdpa"
+        theirs = DiffLlamaAttention(config, layer_idx=0)
+        hf_rope = DiffLlamaRotaryEmbedding(config)(x, torch.arange(s.seq)[None])
+        steps["hf"] = lambda: theirs(x, position_embeddings=hf_rope, attention_mask=None)[0].sum().backward()
+        result["transformers"] = transformers.__version__
+    seconds = round_robin(steps, repeats=2 * iters)
+    result |= {f"{name}_fwd_bwd_ms": t * 1e3 for name, t in seconds.items()}
+    result["fused_speedup"] = seconds["ours_separate"] / seconds["ours"]
+    if "hf" in seconds:
+        result |= {"speedup_vs_hf": seconds["hf"] / seconds["ours"],
+                   "separate_speedup_vs_hf": seconds["hf"] / seconds["ours_separate"]}
+    return result
 
 
 def calibrate(device: torch.device) -> dict:
@@ -225,9 +235,9 @@ def calibrate(device: torch.device) -> dict:
             "gemm": f"{n}x{n}x{n} {str(dtype).removeprefix('torch.')}"}
 
 
-def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True,
+def run(device: str = "cpu", quick: bool = False, hf: bool = True,
         saved: Callable[[dict], None] = lambda info: None) -> dict:
-    """Calibration, attention ops, the DiffLlama comparison (CPU); `saved(info)` after every part and op."""
+    """Calibration, attention ops, the V1 module's A/B with DiffLlama (CPU); `saved(info)` after every part and op."""
     dev = torch.device(device)
     iters = 3 if quick else 10
     info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
@@ -241,9 +251,11 @@ def run(device: str = "cpu", quick: bool = False, vs_hf: bool = True,
     info["attention_ops"] = []
     saved(info)
     bench_attention_ops(shapes[:1] if quick else shapes, dev, dtype, iters, info["attention_ops"], lambda: saved(info))
-    if vs_hf and dev.type == "cpu":
-        info["vs_hf_diffllama"] = [bench_vs_hf_diffllama(s, iters) for s in CPU_SHAPES]
-        saved(info)
+    if dev.type == "cpu":
+        info["v1_module"] = []
+        for s in CPU_SHAPES[:1] if quick else CPU_SHAPES:
+            info["v1_module"].append(bench_v1_module(s, iters, hf))
+            saved(info)
     return info
 
 
@@ -266,14 +278,17 @@ def format_report(info: dict) -> str:
         lines.append(f"{shape:<24}{r['op']:<15}{r['fwd_ms']:>9.2f}{r['fwd_bwd_ms']:>12.2f}"
                      f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}{r['fwd_executed_tflops']:>10.3f}"
                      f"  {r['kernel']}")
-    for r in info.get("vs_hf_diffllama", []):
-        if "skipped" in r:
-            lines.append(f"vs HF DiffLlama: skipped ({r['skipped']})")
-            continue
+    for r in info.get("v1_module", []):
         s = r["shape"]
-        lines.append(f"V1 fwd+bwd vs HF DiffLlamaAttention (transformers {r['transformers']}), B={s['batch']} "
-                     f"S={s['seq']} d_model={s['heads'] * s['head_dim']}: ours {r['ours_fwd_bwd_ms']:.1f} ms, "
-                     f"HF {r['hf_fwd_bwd_ms']:.1f} ms, ours is {r['speedup_vs_hf']:.2f}× as fast")
+        line = (f"V1 module fwd+bwd, B={s['batch']} S={s['seq']} d_model={s['heads'] * s['head_dim']}: fused "
+                f"{r['ours_fwd_bwd_ms']:.1f} ms, four calls {r['ours_separate_fwd_bwd_ms']:.1f} ms "
+                f"(fused {r['fused_speedup']:.2f}× as fast)")
+        if "hf_fwd_bwd_ms" in r:
+            line += (f"; HF DiffLlamaAttention (transformers {r['transformers']}) {r['hf_fwd_bwd_ms']:.1f} ms: "
+                     f"fused {r['speedup_vs_hf']:.2f}×, four calls {r['separate_speedup_vs_hf']:.2f}× its speed")
+        else:
+            line += f"; HF DiffLlama skipped ({r['hf_skipped']})"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -283,7 +298,7 @@ def main(args) -> int:
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
     # written after every op, so that a time limit keeps the rows that finished
-    info = run(device, quick=args.quick, vs_hf=not args.no_hf,
+    info = run(device, quick=args.quick, hf=not args.no_hf,
                saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
     print(format_report(info))
     failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})

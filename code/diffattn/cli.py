@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("what", nargs="?", default="attention", choices=["attention", "decode", "train", "roofline"])
     bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     bench.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds)")
-    bench.add_argument("--no-hf", action="store_true", help="skip the transformers DiffLlama comparison")
+    bench.add_argument("--no-hf", action="store_true", help="leave transformers' DiffLlama out of the V1 module comparison")
     bench.add_argument("--threads", type=int, default=None, help="torch threads for decode|train|roofline")
     bench.add_argument("--no-figures", action="store_true", help="decode|train|roofline: skip the PNG figures")
     bench.add_argument("--out", type=Path, default=None, help="attention: JSON file; others: folder (default "

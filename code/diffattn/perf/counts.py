@@ -12,22 +12,36 @@
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 
 import torch
 
 from diffattn.config import GPTConfig, accounting_model, matched_configs
 from diffattn.model import GPT
 from diffattn.names import VARIANTS
+from diffattn.nn.diff_v1_kernel import BLOCK_ROWS, fuses
 from diffattn.nn.kernels import value_slices
 from diffattn.pure import accounting
 
 
-def v1_kernel_path(device: torch.device, dtype: torch.dtype = torch.float32, backend: str = "auto") -> str:
-    """Which of V1's official paths our kernels run here: "four_call" where the backend splits the 2d-wide values
-    into two d-wide calls (SDPA on a CPU, flash-attn), else "two_call"."""
-    q = torch.zeros(1, 1, 2, 8, device=device, dtype=dtype)
-    return "four_call" if value_slices(q, q[:, :, :1], torch.zeros(1, 1, 1, 16, device=device, dtype=dtype),
-                                       backend) == 2 else "two_call"
+def v1_kernel_path(device: torch.device, dtype: torch.dtype = torch.float32, backend: str = "auto",
+                   queries: int = 1) -> str:
+    """Which V1 path our kernels run here for `queries` new positions (1: a decode step): "fused" where
+    diff_v1_kernel combines the maps (CPU training and prefill), "four_call" where the backend splits the 2d-wide
+    values into two d-wide calls (SDPA on a CPU, flash-attn), else "two_call"."""
+    q = torch.zeros(1, queries, 2, 8, device=device, dtype=dtype)
+    k, v = torch.zeros(1, queries, 2, 8, device=device, dtype=dtype), torch.zeros(1, queries, 1, 16, device=device,
+                                                                                  dtype=dtype)
+    if fuses(q, k, v, backend):
+        return "fused"
+    return "four_call" if value_slices(q[:, :, :1], k[:, :, :1], v, backend) == 2 else "two_call"
+
+
+def fused_scored_fraction(seq: int, group: int) -> Fraction:
+    """The share of the whole seq × seq map that diff_v1_kernel scores for `group` query heads per KV head: whole
+    blocks of query positions against every key up to each block's last (1 while one block holds all of seq)."""
+    size = max(1, BLOCK_ROWS // group)
+    return Fraction(sum((min(seq, s + size) - s) * min(seq, s + size) for s in range(0, seq, size)), seq * seq)
 
 
 def _op_counts(model: GPT, tokens: torch.Tensor, backward: bool) -> dict[str, int]:
@@ -64,7 +78,8 @@ def flop_counter_check(base: GPTConfig, batch: int, seq: int, backends: tuple[st
     """Our forward counts beside FlopCounterMode's on the real modules (CPU, fp32, seeded), per variant and backend.
 
     expected = projections + (2 × causal attention where the counter sees the attention, else 0): the math path
-    runs the attention as matmuls over the whole map; SDPA on a CPU is one fused op the counter may not know.
+    runs the attention as matmuls over the whole map; SDPA on a CPU is one fused op the counter may not know; V1's
+    fused CPU kernel runs matmuls over whole query blocks (`fused_scored_fraction` of the map).
     The backward is counted too (it should be 2 × the forward for every matmul).
     """
     rows = []
@@ -75,10 +90,14 @@ def flop_counter_check(base: GPTConfig, batch: int, seq: int, backends: tuple[st
             torch.manual_seed(0)
             model = GPT(model_config)
             config = accounting_model(model_config, variant)
-            kernel = "two_call" if backend == "math" else v1_kernel_path(torch.device("cpu"), backend=backend)
+            kernel = "two_call" if backend == "math" else v1_kernel_path(torch.device("cpu"), backend=backend,
+                                                                         queries=seq)
             per_token = accounting.forward_flops_per_token(config, variant, seq, kernel)
             projections, attention = batch * seq * per_token["projections"], batch * seq * per_token["attention_core"]
             sees_attention = backend == "math" or cpu_fused_sdpa_counted()
+            if variant == "diff_v1" and kernel == "fused":  # its matmuls are plain aten ops the counter sees
+                sees_attention = True
+                attention = int(attention * fused_scored_fraction(seq, config.heads // config.kv_heads))
             forward = _op_counts(model, tokens, backward=False)
             both = _op_counts(model, tokens, backward=True)
             rows.append({"variant": variant, "backend": backend, "batch": batch, "seq": seq, "v1_kernel": kernel,

@@ -226,7 +226,7 @@ def prefill_points(base: GPTConfig, variants: tuple[str, ...], batch: int, conte
     peak, bandwidth = ceilings
     tokens = torch.randint(0, base.vocab_size, (batch, context), generator=torch.Generator().manual_seed(0))
     tokens = tokens.to(device)
-    kernel = v1_kernel_path(device)
+    kernel = v1_kernel_path(device, queries=context)
     models = _models(base, variants, context, device)
 
     def forward(model: GPT) -> Callable[[], None]:

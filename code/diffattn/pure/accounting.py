@@ -24,7 +24,7 @@ from diffattn.names import LABELS as VARIANT_LABELS
 from diffattn.names import VARIANTS
 
 COMPONENTS = ("q_proj", "k_proj", "v_proj", "o_proj", "lambda_proj", "lambda_vectors", "subln")
-V1_KERNELS = ("two_call", "four_call")
+V1_KERNELS = ("two_call", "four_call", "fused")
 # Rows of the FLOP and decode tables: V1's cost depends on which official kernel path runs it.
 KERNEL_ROWS = {
     "baseline": ("baseline", "two_call"),
@@ -217,7 +217,8 @@ class KernelCall(NamedTuple):
 
 def kernel_calls(variant: str, heads: int, head_dim: int, kv_heads: int | None = None,
                  v1_kernel: str = "two_call") -> tuple[KernelCall, ...]:
-    """The attention-kernel calls one layer makes (V1 has two official paths; other variants ignore v1_kernel)."""
+    """The attention-kernel calls one layer makes (V1 has two official paths and our fused CPU kernel, counted as a
+    second call without values; other variants ignore v1_kernel)."""
     kv_heads = check_layout(variant, heads, head_dim, kv_heads)
     require(v1_kernel in V1_KERNELS, f"v1_kernel must be one of {', '.join(V1_KERNELS)} (got {v1_kernel!r})")
     d = head_dim
@@ -228,6 +229,8 @@ def kernel_calls(variant: str, heads: int, head_dim: int, kv_heads: int | None =
     pairs, kv_pairs = heads // 2, kv_heads // 2
     if v1_kernel == "two_call":  # multihead_flashdiff_1: attn(q1, k1, v) and attn(q2, k2, v) with v 2d wide
         return (KernelCall(pairs, kv_pairs, d, 2 * d),) * 2
+    if v1_kernel == "fused":  # diff_v1_kernel (lesson 12): map 2 scores its keys, and its P joins map 1's before V
+        return KernelCall(pairs, kv_pairs, d, 2 * d), KernelCall(pairs, kv_pairs, d, 0)
     return (KernelCall(pairs, kv_pairs, d, d),) * 4  # multihead_flashdiff_2: v split in d halves, each map run twice
 
 
