@@ -6,7 +6,6 @@ causality of all three modules · effective-map row sums 1 − λ and 1 − σ(�
 
 from __future__ import annotations
 
-import math
 
 import pytest
 

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from diffattn.config import PRESETS
 from diffattn.errors import ConfigError, one_line
-from diffattn.hardware import cpu_name
+from diffattn.hardware import cpu_name, load_average
 from diffattn.results import write_json_atomic
 from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses
 from diffattn.nn.kernels import (
@@ -71,6 +71,24 @@ def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, i
         sync()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def round_robin(steps: dict[str, Callable[[], None]], repeats: int,
+                sync: Callable[[], None] = lambda: None) -> dict[str, float]:
+    """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
+    that a shared machine's load drift hits every variant alike instead of whichever ran last. `sync` waits for
+    queued device work (torch.cuda.synchronize on a GPU, where a call returns before its kernels finish)."""
+    for step in steps.values():
+        step()
+    sync()
+    samples: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            started = time.perf_counter()
+            step()
+            sync()
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def kernel_that_runs(q: Tensor, k: Tensor, v: Tensor) -> str:
@@ -181,7 +199,6 @@ def bench_v1_module(s: Shape, iters: int, hf: bool = True) -> dict:
     from diffattn.nn.attention import DiffAttentionV1
     from diffattn.nn.diff_v1_kernel import separate_maps
     from diffattn.nn.rope import rope_cos_sin
-    from diffattn.perf.decode import round_robin
 
     torch.manual_seed(0)
     ours = DiffAttentionV1(s.d_model, depth=0, num_heads=s.heads // 2, num_kv_heads=s.kv_heads // 2)
@@ -241,7 +258,8 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
     dev = torch.device(device)
     iters = 3 if quick else 10
     info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
-            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads()}
+            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "load_average": {"start": load_average()}}
     shapes, dtype = (GPU_SHAPES, torch.bfloat16) if dev.type == "cuda" else (CPU_SHAPES, torch.float32)
     try:
         info["calibration"] = calibrate(dev)
@@ -256,6 +274,8 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
         for s in CPU_SHAPES[:1] if quick else CPU_SHAPES:
             info["v1_module"].append(bench_v1_module(s, iters, hf))
             saved(info)
+    info["load_average"]["end"] = load_average()
+    saved(info)
     return info
 
 

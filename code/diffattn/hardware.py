@@ -31,3 +31,11 @@ def compile_backend() -> str:
     """What torch.compile uses for training: Inductor, unless $DIFFATTN_COMPILE_BACKEND names another (the CPU
     rehearsal of scripts/gpu_check.sh sets aot_eager: Dynamo's graph capture and AOTAutograd, no code generation)."""
     return os.environ.get("DIFFATTN_COMPILE_BACKEND") or "inductor"
+
+
+def load_average() -> list[float] | None:
+    """1-, 5- and 15-minute load averages (os.getloadavg), None where the OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None

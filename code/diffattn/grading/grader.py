@@ -20,7 +20,6 @@ GitHub Classroom's command grader needs: it awards a rubric line's points on exi
 
 from __future__ import annotations
 
-import importlib.util
 import functools
 import importlib.util
 import re

@@ -12,7 +12,6 @@ are what a program can count, not what the bus carries. Each array must be much 
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Callable
 import torch
 
 from diffattn.bench import time_call
+from diffattn.hardware import load_average  # noqa: F401  (ceilings.load_average, as the scripts call it)
 from diffattn.errors import require
 
 STREAM_BYTES_PER_ELEMENT = {"copy": 16, "triad": 24}  # float64: reads + writes the kernel names
@@ -122,11 +122,3 @@ def bandwidth_gbps(ceilings: dict, kernel: str = "copy") -> float:
     """The measured STREAM bandwidth (median GB/s) of `kernel` (copy or triad)."""
     require(kernel in STREAM_BYTES_PER_ELEMENT, f"kernel must be copy or triad (got {kernel!r})")
     return ceilings["stream"][kernel]["median"]
-
-
-def load_average() -> list[float] | None:
-    """1-, 5- and 15-minute load averages (os.getloadavg), None where the OS has none."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None

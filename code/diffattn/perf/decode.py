@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from typing import Callable
 
 import torch
 
-from diffattn.bench import kernel_that_runs
+from diffattn.bench import kernel_that_runs, round_robin
 from diffattn.config import GPTConfig, accounting_model, matched_configs
 from diffattn.errors import one_line, require
 from diffattn.model import GPT
-from diffattn.names import VARIANTS
 from diffattn.nn.cache import StaticKVCache
 from diffattn.nn.kernels import unpacked_decode
 from diffattn.perf.counts import v1_kernel_path
@@ -56,24 +54,6 @@ def _step(model: GPT, caches: list[StaticKVCache], token: torch.Tensor, context:
         with torch.no_grad():
             model(token, caches)
     return step
-
-
-def round_robin(steps: dict[str, Callable[[], None]], repeats: int,
-                sync: Callable[[], None] = lambda: None) -> dict[str, float]:
-    """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
-    that a shared machine's load drift hits every variant alike instead of whichever ran last. `sync` waits for
-    queued device work (torch.cuda.synchronize on a GPU, where a call returns before its kernels finish)."""
-    for step in steps.values():
-        step()
-    sync()
-    samples: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            started = time.perf_counter()
-            step()
-            sync()
-            samples[name].append(time.perf_counter() - started)
-    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int, ...], contexts: tuple[int, ...],
