@@ -1,7 +1,8 @@
 """Look inside a GPT while it runs: every attention call's logits and weights, λ per layer, every block's output.
 
 The three attention modules call one kernel entry point, `diffattn.nn.kernels.attention(q, k, v, causal, backend)`
-(V1 twice per layer, once per map; the baseline and V2 once). Inside `Probe`, that entry point is replaced by the
+(V1 twice per layer, once per map; the baseline and V2 once). Inside `Probe`, V1's fused CPU kernel is switched off
+(`diff_v1_kernel.separate_maps`, so V1 makes its two calls) and that entry point is replaced by the
 explicit computation below, which returns what the kernels return (up to fp32 rounding) and can record or change
 its intermediate values:
 
@@ -19,6 +20,7 @@ Effective maps (`effective_maps`), per layer, (b, heads, N, N_k):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -27,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 import diffattn.nn.attention as attention_module
+import diffattn.nn.diff_v1_kernel as diff_v1_module
 import diffattn.nn.kernels as kernels_module
 from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2
 from diffattn.nn.functional import causal_mask
@@ -64,8 +67,10 @@ class Probe:
     layer: int = -1
 
     def __enter__(self) -> "Probe":
-        self._saved = (attention_module.attention, kernels_module.attention)
-        attention_module.attention = kernels_module.attention = self._attention
+        self._saved = (attention_module.attention, kernels_module.attention, diff_v1_module.attention)
+        attention_module.attention = kernels_module.attention = diff_v1_module.attention = self._attention
+        self._unfused = contextlib.ExitStack()
+        self._unfused.enter_context(diff_v1_module.separate_maps())
         self._hooks = []
         for i, block in enumerate(self.model.blocks):
             self._hooks.append(block.register_forward_pre_hook(lambda _m, _a, i=i: setattr(self, "layer", i)))
@@ -77,7 +82,8 @@ class Probe:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        attention_module.attention, kernels_module.attention = self._saved
+        attention_module.attention, kernels_module.attention, diff_v1_module.attention = self._saved
+        self._unfused.close()
         for hook in self._hooks:
             hook.remove()
 
