@@ -140,7 +140,9 @@ class _FusedDiffV1(torch.autograd.Function):
             dp = g @ v[:, :, :keys].transpose(-1, -2)  # dP = dO Vᵀ; dA1 = dP, dA2 = −λ dP
             seen1 = (dp * p1).sum(-1, keepdim=True)  # softmax backward: dS = A ⊙ (dA − rowsum(dA ⊙ A))
             seen2 = (dp * p2).sum(-1, keepdim=True)
-            dlam -= seen2.sum(dtype=torch.float64)  # dλ = −Σ dP ⊙ A2
+            # dλ = −Σ dP ⊙ A2 over every output of the layer, summed in fp64: an fp32 sum's order follows the CPU's
+            # vector width, and training amplifies it (lesson 08, NUMBER_KINDS)
+            dlam -= torch.sum(dp * p2, dtype=torch.float64)
             ds1 = p1.mul_(dp - seen1).mul_(scale)  # dS1, with the 1/√d of S1 = q1 k1ᵀ/√d
             ds2 = p2.mul_(dp.sub_(seen2)).mul_(-lam_value * scale)  # dS2 = −λ A2 ⊙ (dP − rowsum(dP ⊙ A2))
             dq1[:, :, rows] = ds1 @ k1[:, :, :keys]
