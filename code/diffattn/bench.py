@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from diffattn.config import PRESETS
+from diffattn.cpu import threads
 from diffattn.errors import ConfigError, one_line
 from diffattn.hardware import cpu_name, load_average
 from diffattn.results import write_json_atomic
@@ -317,9 +318,12 @@ def main(args) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
         raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1 (got {args.threads})")
     # written after every op, so that a time limit keeps the rows that finished
-    info = run(device, quick=args.quick, hf=not args.no_hf,
-               saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
+    with threads(args.threads or torch.get_num_threads()):
+        info = run(device, quick=args.quick, hf=not args.no_hf,
+                   saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
     print(format_report(info))
     failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})
     return 1 if failed else 0

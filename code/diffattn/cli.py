@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     bench.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds)")
     bench.add_argument("--no-hf", action="store_true", help="leave transformers' DiffLlama out of the V1 module comparison")
-    bench.add_argument("--threads", type=int, default=None, help="torch threads for decode|train|roofline")
+    bench.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own count)")
     bench.add_argument("--no-figures", action="store_true", help="decode|train|roofline: skip the PNG figures")
     bench.add_argument("--out", type=Path, default=None, help="attention: JSON file; others: folder (default "
                        "outputs/bench/<what>-<cpu>-<threads>t-<date>/)")

@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 from diffattn.errors import require
-from diffattn.experiments import roofline_packing
+from diffattn.experiments import roofline_packing, roofline_v1_fused
 from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
 from diffattn.pure import accounting
@@ -257,7 +257,8 @@ def run(progress: bool = True) -> dict:
     loaded = {name: measured(json.loads(run_path(name).read_text())) for name in LOADED_RUNS}
     return {"derived": derived(), "runs": runs, "run_names": dict(RUNS),
             "loaded": {name: loaded_summary(r) for name, r in loaded.items()}, "loaded_names": dict(LOADED_RUNS),
-            "verdicts": verdicts(runs, loaded), "gpu": gpu_runs(), "packing": roofline_packing.run()}
+            "verdicts": verdicts(runs, loaded), "gpu": gpu_runs(), "packing": roofline_packing.run(),
+            "v1_fused": roofline_v1_fused.run()}
 
 
 def _b_star(value: float | None) -> str:
@@ -376,7 +377,7 @@ def report(results: dict) -> str:
               f"  over all {v['runs']} runs: V1 slower than V2 in {v['v1_slower_than_v2']}, V2 slower than its bytes "
               f"say in {v['v2_slower_than_its_bytes']}; the median ratios moved by at most {v['v1_ratio_moved']:.2f} "
               f"(V1) and {v['v2_ratio_moved']:.2f} (V2) between a loaded and a quiet run"]
-    return "\n".join(lines + roofline_packing.report(results["packing"]))
+    return "\n".join(lines + roofline_packing.report(results["packing"]) + roofline_v1_fused.report(results["v1_fused"]))
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:

@@ -4,7 +4,7 @@
                       course measurement (with its file) or a computation; HYPOTHESIS marks a rule nothing supports
     measured_loss     lesson 08's matched CPU comparison (outputs/compare/<run>/summary.json): final validation loss
                       of each variant minus the baseline's, paired by seed
-    measured_ops      lesson 06's CPU attention benchmark (outputs/bench/cpu.json): each op's fwd+bwd time / baseline
+    measured_ops      the newest committed CPU attention benchmark (ATTENTION_BENCH): each op's fwd+bwd time / baseline
     measured_decode   lesson 12's decode benchmark (outputs/bench/<run>/roofline.json): the quietest committed run
     measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
                       against the baseline trained on, t intervals over seeds, and whether any arm beat the null
@@ -115,9 +115,13 @@ def measured_loss(path: Path | None = None) -> dict | None:
             "tokens": summary["tokens"], "gap": gaps}
 
 
+# the newest committed `python -m diffattn bench --threads 1` run (lesson 12 reads it and its twin, run1)
+ATTENTION_BENCH = "bench/v1-fused-intel-xeon-processor-1t-2026-12-03-run2/bench.json"
+
+
 def measured_ops(path: Path | None = None) -> dict | None:
     """Each attention op's forward+backward time over the baseline's, on the benchmark's first shape (CPU)."""
-    path = path or outputs_dir() / "bench" / "cpu.json"
+    path = path or outputs_dir() / ATTENTION_BENCH
     try:
         bench = json.loads(path.read_text())
         rows = bench["attention_ops"]
