@@ -106,11 +106,14 @@ def layer_index(layer, name) -> int:
     return 1 + [n for n, _ in layer.named_parameters()].index(name)
 
 
-@pytest.mark.parametrize("case", ["bf16", "decode_step", "math_backend", "separate_maps"])
+@pytest.mark.parametrize("case", ["bf16", "decode_step", "math_backend", "separate_maps", "two_threads"])
 def test_the_fused_kernel_is_not_used_where_it_does_not_apply(case):
+    from diffattn.cpu import threads
+
     q, k, v, lam, _ = tensors((1, 1 if case == "decode_step" else 8, 8, 4, 2, 8),
                               torch.bfloat16 if case == "bf16" else torch.float32)
-    with separate_maps() if case == "separate_maps" else torch.no_grad():
+    assert fuses(q, k, v) == (case not in ("bf16", "decode_step"))  # one thread (the fixture), fp32, 8 queries
+    with separate_maps() if case == "separate_maps" else threads(2) if case == "two_threads" else torch.no_grad():
         assert not fuses(q, k, v, "math" if case == "math_backend" else "auto")
 
 
@@ -138,11 +141,11 @@ def test_known_wrong_kernels_fail_the_check(monkeypatch, wrong):
     elif wrong == "no_lambda_grad":
         backward = function.backward
         monkeypatch.setattr(function, "backward", staticmethod(
-            lambda ctx, g: (*backward(ctx, g)[:5], torch.zeros((), dtype=torch.float64), None)))
+            lambda ctx, g: (*backward(ctx, g)[:3], torch.zeros((), dtype=torch.float64), None)))
     elif wrong == "lambda_on_the_wrong_map":
         forward = function.forward
         monkeypatch.setattr(function, "forward", staticmethod(
-            lambda ctx, q1, k1, q2, k2, v, lam, r: forward(ctx, q2, k2, q1, k1, v, lam, r)))
+            lambda ctx, q12, k12, v, lam, r: forward(ctx, q12.flip(0), k12.flip(0), v, lam, r)))
     else:
         probabilities = diff_v1_kernel._Blocks.probabilities
         monkeypatch.setattr(diff_v1_kernel._Blocks, "probabilities",
