@@ -11,6 +11,10 @@ from diffattn.paths import outputs_dir
 # Two runs of the command, one after the other, on the course machine of 2026-12-03 (AVX-512 Intel Xeon, 1 thread)
 RUNS = {"run1": "v1-fused-intel-xeon-processor-1t-2026-12-03-run1",
         "run2": "v1-fused-intel-xeon-processor-1t-2026-12-03-run2"}
+# Two threads, measured with the kernel's first version (commit 2f699d9: the maps in two tensors, fused at any thread
+# count): once with both cores free, once with another process spinning on one core. Why it now needs one thread.
+THREAD_RUNS = {"idle": "v1-fused-intel-xeon-processor-2t-2026-12-03-idle",
+               "one_core_busy": "v1-fused-intel-xeon-processor-2t-2026-12-03-one-core-busy"}
 TARGET_VS_HF = 1.10  # issue 16: our V1 attention fwd+bwd at least 1.10× DiffLlamaAttention's speed on CPU
 
 
@@ -41,12 +45,17 @@ def summary(info: dict) -> dict:
             "load_min": min(loads), "load_max": max(loads), "shapes": shapes}
 
 
-def run() -> dict:
+def _read(runs: dict[str, str]) -> dict:
     return {name: summary(json.loads((outputs_dir() / "bench" / folder / "bench.json").read_text()))
-            for name, folder in RUNS.items()}
+            for name, folder in runs.items()}
 
 
-def report(runs: dict) -> list[str]:
+def run() -> dict:
+    return {**_read(RUNS), "two_threads": _read(THREAD_RUNS)}
+
+
+def report(results: dict) -> list[str]:
+    runs = {name: results[name] for name in RUNS}
     names = list(runs)
     first = runs[names[0]]
     both = lambda f: " / ".join(f(runs[n]) for n in names)  # noqa: E731  run1 / run2
@@ -67,4 +76,9 @@ def report(runs: dict) -> list[str]:
     met = all(s["target_met"] for r in runs.values() for s in r["shapes"].values())
     lines.append(f"  (speed-ups are time ratios; shape = batch×seq, d_model; the target, fused ≥ {TARGET_VS_HF:.2f}× "
                  f"DiffLlama on every shape and run: {'met' if met else 'NOT met'})")
+    two = results["two_threads"]
+    lines.append("  2 threads, the kernel's first version (commit 2f699d9), fused / 4 calls: "
+                 + "; ".join(f"{name.replace('_', ' ')} " + " / ".join(f"{s['fused_speedup']:.2f}"
+                                                                      for s in r["shapes"].values())
+                             for name, r in two.items()) + " (the two shapes above)")
     return lines

@@ -19,7 +19,7 @@ Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together)
 on one thread, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
 decode measurements). One thread, because the kernel is a few dozen small eager operations per block, and with more
 threads each is a parallel region whose barrier waits for every thread: on the 2-core Xeon, 2 threads ran it about
-1.2× faster than the four calls when both cores were free and 2-4× slower when another process kept one core busy
+1.2× faster than the four calls when both cores were free and 1.6-4.2× slower when another process kept one core busy
 (lesson 12), where SDPA's single fused call per slice loses far less. The course's lessons, tests and graders run
 on one thread; `bench --threads 1` or OMP_NUM_THREADS=1 gives it to other commands.
 `separate_maps()` switches the fused kernel off: the "before" of the README's A/B and of `bench`.
