@@ -5,6 +5,7 @@ scripts/gqa_decode_packing.py (outputs/bench/<run>/packing.json), never re-measu
 from __future__ import annotations
 
 import json
+from typing import Callable
 
 from diffattn.names import LABELS, VARIANTS
 from diffattn.paths import outputs_dir
@@ -27,14 +28,23 @@ def run() -> dict:
             for name, folder in RUNS.items()}
 
 
+def joined(runs: dict) -> Callable[[Callable[[dict], str]], str]:
+    """`both(f)`: f of every run, joined "run1 / run2", as lesson 12 prints runs side by side."""
+    return lambda f: " / ".join(f(run) for run in runs.values())
+
+
+def load_range(run: dict) -> str:
+    return f"{run['load_min']:.1f}–{run['load_max']:.1f}"
+
+
 def report(runs: dict) -> list[str]:
     names = list(runs)
     first = runs[names[0]]
-    both = lambda f: " / ".join(f(runs[n]) for n in names)  # noqa: E731  ab1 / ab2
+    both = joined(runs)  # ab1 / ab2
     m = first["machine"]
     lines = ["", f"Packed GQA decode, A/B ({' / '.join(names)}; scripts/gqa_decode_packing.py): {m['cpu']} "
              f"({m['kernel_path']}), {m['threads']} torch thread, {m['date']}, load average "
-             + both(lambda r: f"{r['load_min']:.1f}–{r['load_max']:.1f}") + f"; {first['points']} points per run "
+             + both(load_range) + f"; {first['points']} points per run "
              "(4 variants × 4 batches × 3 contexts), both modes timed in turn",
              f"  {'variant':<12}{'unpacked / packed step':>24}{'step / baseline, unpacked':>28}{'packed':>14}"
              f"{'bytes':>7}"]

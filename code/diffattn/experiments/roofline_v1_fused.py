@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from diffattn.experiments.roofline_packing import joined, load_range
 from diffattn.paths import outputs_dir
 
 # Two runs of the command, one after the other, on the course machine of 2026-12-03 (AVX-512 Intel Xeon, 1 thread)
@@ -56,18 +57,16 @@ def run() -> dict:
 
 def report(results: dict) -> list[str]:
     runs = {name: results[name] for name in RUNS}
-    names = list(runs)
-    first = runs[names[0]]
-    both = lambda f: " / ".join(f(runs[n]) for n in names)  # noqa: E731  run1 / run2
-    m = first["machine"]
-    lines = ["", f"DIFF V1 fused vs four calls vs DiffLlamaAttention ({' / '.join(names)}; python -m diffattn bench): "
+    both, shapes = joined(runs), results["run1"]["shapes"]  # run1 / run2, the shapes both runs timed
+    m = results["run1"]["machine"]
+    lines = ["", f"DIFF V1 fused vs four calls vs DiffLlamaAttention ({' / '.join(runs)}; python -m diffattn bench): "
              f"{m['cpu']}, {m['threads']} torch thread, torch {m['torch']}, transformers {m['transformers']}, "
-             f"{m['date']}, load average " + both(lambda r: f"{r['load_min']:.1f}–{r['load_max']:.1f}")
+             f"{m['date']}, load average " + both(load_range)
              + "; module forward+backward, fp32, timed in turn",
              f"  {'shape':<16}{'fused ms':>16}{'4 calls ms':>16}{'HF ms':>16}{'fused / 4 calls':>18}"
              f"{'vs HF: fused':>16}{'4 calls':>14}{'op alone':>14}"]
-    for shape in first["shapes"]:
-        s = first["shapes"][shape]["shape"]
+    for shape, row in shapes.items():
+        s = row["shape"]
         label = f"{s['batch']}×{s['seq']}, {s['heads'] * s['head_dim']}"
         pick = lambda key, fmt: both(lambda r: format(r["shapes"][shape][key], fmt))  # noqa: E731
         lines.append(f"  {label:<16}{pick('fused_ms', '.1f'):>16}{pick('four_call_ms', '.1f'):>16}"
