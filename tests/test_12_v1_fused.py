@@ -19,9 +19,9 @@ from diffattn.nn.rope import rope_cos_sin  # noqa: E402
 pytestmark = pytest.mark.torch
 
 # (batch, N_q, N_k, differential heads h, KV heads h_kv, d): MHA, groups of 2, 4 and 8, a cached chunk, N not a
-# multiple of the block, and a group of 64 (one query position per block)
+# multiple of the block, a group of 64 (one query position per block), and a cached chunk over several blocks
 SHAPES = [(2, 37, 37, 4, 4, 8), (1, 70, 70, 4, 2, 8), (3, 19, 19, 8, 2, 4), (2, 5, 64, 8, 1, 8),
-          (1, 130, 130, 2, 2, 16), (1, 9, 9, 64, 1, 2)]
+          (1, 130, 130, 2, 2, 16), (1, 9, 9, 64, 1, 2), (1, 70, 100, 4, 2, 8)]
 
 
 @pytest.fixture(autouse=True)
@@ -67,6 +67,7 @@ def test_fused_fp32_within_the_kernels_tolerance(shape):
 
 def test_gradcheck_including_lambda():
     q, k, v, lam, _ = tensors((1, 6, 8, 4, 2, 4))
+    assert fuses(q, k, v)
     assert torch.autograd.gradcheck(diff_v1_attention, (q, k, v, lam))
 
 
@@ -74,7 +75,7 @@ def test_block_size_does_not_change_the_numbers(monkeypatch):
     shape = (1, 70, 70, 4, 2, 8)
     q, k, v, lam, grad = tensors(shape)
     default = outputs_and_grads(q, k, v, lam, grad)
-    for rows in (1, 3, 1000):
+    for rows in (1, 7, 1000):  # group of 2: 1 position per block, 3 (a partial last block of 1), all 70 in one
         monkeypatch.setattr(diff_v1_kernel, "BLOCK_ROWS", rows)
         other = outputs_and_grads(q, k, v, lam, grad)
         assert max((a - b).abs().max().item() for a, b in zip(default, other)) <= 1e-12
@@ -156,7 +157,8 @@ def test_known_wrong_kernels_fail_the_check(monkeypatch, wrong):
 
 def test_accounting_counts_the_fused_path_between_the_official_ones():
     """Attention FLOPs per token, fused : two calls : four calls = 4 : 6 : 8 (in units of pairs·context·d): each map's
-    q kᵀ once, and one 2d-wide P·V per pair; decode bytes read K1, K2 and V once (the two-call path reads V twice)."""
+    q kᵀ once, and one 2d-wide P·V per pair. Decode bytes: K1, K2 and V once (the two-call path reads V twice), what a
+    fused decode kernel would read; ours leaves decode steps to SDPA."""
     from diffattn.pure import accounting
 
     flops = {kernel: accounting.attention_flops_per_token("diff_v1", 8, 16, 100, 4, kernel)

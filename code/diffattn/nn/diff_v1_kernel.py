@@ -17,11 +17,11 @@ Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together)
 
 `diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) when PyTorch runs
 on one thread, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
-decode measurements). One thread, because the kernel is a few dozen small eager operations per block, and with more
-threads each is a parallel region whose barrier waits for every thread: on the 2-core Xeon, 2 threads ran it about
-1.2× faster than the four calls when both cores were free and 1.6-4.2× slower when another process kept one core busy
-(lesson 12), where SDPA's single fused call per slice loses far less. The course's lessons, tests and graders run
-on one thread; `bench --threads 1` or OMP_NUM_THREADS=1 gives it to other commands.
+decode measurements). One thread, because its first version, fused at any thread count, ran 1.6-4.2x slower than the
+four calls at 2 threads while another process kept one core busy (lesson 12, "Only on one thread"); the likely
+reason, not profiled: it makes a few dozen small eager operations per block, each a parallel region on more threads.
+The course's lessons, tests and graders run on one thread; `bench --threads 1` or OMP_NUM_THREADS=1 gives it to other
+commands.
 `separate_maps()` switches the fused kernel off: the "before" of the README's A/B and of `bench`.
 """
 
@@ -33,6 +33,7 @@ from typing import Iterator
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from diffattn.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
@@ -132,6 +133,7 @@ class _FusedDiffV1(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable  # its in-place steps have no second derivative: say so instead of failing inside them
     def backward(ctx, grad_out: Tensor):
         q12, k12, v, lam, lse = ctx.saved_tensors
         blocks = _Blocks(q12.shape[3] // ctx.r, k12.shape[3], ctx.r, q12.device)

@@ -229,7 +229,8 @@ def kernel_calls(variant: str, heads: int, head_dim: int, kv_heads: int | None =
     pairs, kv_pairs = heads // 2, kv_heads // 2
     if v1_kernel == "two_call":  # multihead_flashdiff_1: attn(q1, k1, v) and attn(q2, k2, v) with v 2d wide
         return (KernelCall(pairs, kv_pairs, d, 2 * d),) * 2
-    if v1_kernel == "fused":  # diff_v1_kernel (lesson 12): map 2 scores its keys, and its P joins map 1's before V
+    if v1_kernel == "fused":  # diff_v1_kernel (lesson 12): map 2 scores its keys, and its P joins map 1's before V.
+        # Training and prefill only: no decode step runs it, so its decode bytes are what a fused decode kernel would read
         return KernelCall(pairs, kv_pairs, d, 2 * d), KernelCall(pairs, kv_pairs, d, 0)
     return (KernelCall(pairs, kv_pairs, d, d),) * 4  # multihead_flashdiff_2: v split in d halves, each map run twice
 
