@@ -57,8 +57,9 @@ def separate_maps() -> Iterator[None]:
 
 def fuses(q: Tensor, k: Tensor, v: Tensor, backend: str = "auto") -> bool:
     """Whether `diff_v1_attention` runs the fused kernel for these tensors."""
-    return (_FUSE and q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64) and q.shape[1] > 1
-            and torch.get_num_threads() == 1 and not torch.compiler.is_compiling()
+    # is_compiling first: under torch.compile it is a constant, while get_num_threads would break the graph
+    return (_FUSE and not torch.compiler.is_compiling() and q.device.type == "cpu"
+            and q.dtype in (torch.float32, torch.float64) and q.shape[1] > 1 and torch.get_num_threads() == 1
             and resolve_backend(q, k, v, backend) == "sdpa")
 
 
