@@ -38,7 +38,7 @@ from torch.autograd.function import once_differentiable
 from diffattn.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
-BLOCK_ROWS = 64  # query rows per block: 32, 64, 128, 256 timed on a 2-core Xeon (AVX-512); 64 was fastest
+BLOCK_ROWS = 64  # query rows per block; of 16-256, 64 was fastest for a prototype on the 2-core Xeon (by hand, not kept)
 
 _FUSE = True  # read on every call; `separate_maps()` clears it
 
@@ -88,6 +88,12 @@ def diff_v1_attention(q: Tensor, k: Tensor, v: Tensor, lam: Tensor, backend: str
     k12 = k.view(b, k.shape[1], h_kv, 2, d).permute(3, 0, 2, 1, 4).contiguous()  # (2, b, h_kv, N_k, d)
     out = _FusedDiffV1.apply(q12, k12, v.transpose(1, 2).contiguous(), lam, r)  # (b, h_kv, N·r, 2d)
     return out.view(b, h_kv, n, r, 2 * d).permute(0, 2, 1, 3, 4).reshape(b, n, h, 2 * d)
+
+
+def scored_pairs(n: int, n_k: int, group: int) -> int:
+    """(query position, key) pairs the kernel scores per query head and map: whole blocks of positions against every
+    key up to each block's last (FlopCounterMode sees these, lesson 12)."""
+    return sum(width * keys for _, keys, width in _Blocks(n, n_k, group, torch.device("cpu")))
 
 
 class _Blocks:

@@ -19,7 +19,7 @@ import torch
 from diffattn.config import GPTConfig, accounting_model, matched_configs
 from diffattn.model import GPT
 from diffattn.names import VARIANTS
-from diffattn.nn.diff_v1_kernel import BLOCK_ROWS, fuses
+from diffattn.nn.diff_v1_kernel import fuses, scored_pairs
 from diffattn.nn.kernels import value_slices
 from diffattn.pure import accounting
 
@@ -38,10 +38,9 @@ def v1_kernel_path(device: torch.device, dtype: torch.dtype = torch.float32, bac
 
 
 def fused_scored_fraction(seq: int, group: int) -> Fraction:
-    """The share of the whole seq × seq map that diff_v1_kernel scores for `group` query heads per KV head: whole
-    blocks of query positions against every key up to each block's last (1 while one block holds all of seq)."""
-    size = max(1, BLOCK_ROWS // group)
-    return Fraction(sum((min(seq, s + size) - s) * min(seq, s + size) for s in range(0, seq, size)), seq * seq)
+    """The share of the whole seq × seq map that diff_v1_kernel scores for `group` query heads per KV head (1 while
+    one block holds all of seq)."""
+    return Fraction(scored_pairs(seq, seq, group), seq * seq)
 
 
 def _op_counts(model: GPT, tokens: torch.Tensor, backward: bool) -> dict[str, int]:
