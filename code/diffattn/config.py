@@ -214,15 +214,17 @@ def check_train_config(c: TrainConfig) -> None:
                                            f"(pass --device cpu to run this preset on CPU, slowly)")
 
 
-def parse_task_options(items: list[str]) -> dict[str, int]:
-    """["value_len=3", "n_needles=4"] → {"value_len": 3, "n_needles": 4}; one-line error for anything else (the task
-    itself then rejects options it does not have, or values that leave its null undefined)."""
-    options: dict[str, int] = {}
+def parse_task_options(items: list[str]) -> dict[str, int | str]:
+    """["value_len=3", "pad=end"] → {"value_len": 3, "pad": "end"}: an integer, or a word for the options that name a
+    choice (pad, ask); one-line error for anything else (the task itself then rejects options it does not have, or
+    values that leave its null undefined)."""
+    options: dict[str, int | str] = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        require(bool(sep) and key.strip().isidentifier() and value.strip().lstrip("-").isdigit(),
-                f"--task-option takes KEY=INTEGER, e.g. value_len=3 (got {item!r})")
-        options[key.strip()] = int(value)
+        key, sep, value = (part.strip() for part in item.partition("="))
+        number = value.lstrip("-").isdigit()
+        require(bool(sep) and key.isidentifier() and (number or value.isidentifier()),
+                f"--task-option takes KEY=INTEGER or KEY=WORD, e.g. value_len=3 or pad=end (got {item!r})")
+        options[key] = int(value) if number else value
     return options
 
 

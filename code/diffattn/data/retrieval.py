@@ -14,15 +14,18 @@ needles   a haystack of filler (lowercase letters and spaces) with N records `#K
 
 mqar      multi-query associative recall (Zoology's MQAR): P pairs `Kv` (key: upper-case letter, value: lower-case
           letter) at the start, dots as padding, then `|` and R queries `Kv` at the end: after each queried key the
-          model must emit its value.
+          model must emit its value. `pad="end"` puts the padding after the queries instead, so the queries follow
+          the pairs directly (the padding then changes nothing a causal model sees before an answer).
 
-              AbCdEfGh ………………………… |EfAb
+              AbCdEfGh ………………………… |EfAb               pad="between" (the default)
+              AbCdEfGh|EfAb …………………………               pad="end"
 
 rebind    associative recall where keys are bound more than once and only the latest binding answers: K keys, B of
           them bound a second time to a different value, the K + B pairs `Kv` in a random order, padding, then `|`
-          and R queries, all of rebound keys. The earlier binding shares the asked key, so it is the kind of
-          in-context noise differential attention claims to cancel: a model that finds the key but not the latest
-          binding scores 1/2 (`diffattn.eval.nulls`).
+          and R queries. `ask="rebound"` (the default) asks only rebound keys, `ask="all"` any of the K keys (a clean
+          key has one binding, a rebound one two); `pad` places the padding as for mqar. The earlier binding shares
+          the asked key, so it is the kind of in-context noise differential attention claims to cancel: a model that
+          finds the key but not the latest binding scores 1/2 on a rebound key (`diffattn.data.nulls`).
 
               AbCdAxEf ………………………… |Ax                           (A was bound to b, then to x: the answer is x)
 
@@ -51,6 +54,8 @@ FILLER = LOWER + b" "
 NEEDLE, QUERY, EQUALS, BAR, PAD = ord("#"), ord("?"), ord("="), ord("|"), ord(".")
 # The paper's Table 2 layout: (N needles, R queried keys). Training draws uniformly from these.
 TABLE2 = ((1, 1), (2, 2), (4, 2), (6, 2))
+PADDING = ("between", "end")  # where mqar's and rebind's padding goes: between the context and the queries, or last
+ASKED = ("rebound", "all")  # which keys rebind asks
 
 
 @dataclass(frozen=True)
@@ -201,11 +206,25 @@ def needle_example(generator: torch.Generator, seq_len: int, n_needles: int | No
     return Example(tuple(tokens), tuple(queries), distractors, context_end, depth, records)
 
 
-def mqar_example(generator: torch.Generator, seq_len: int, n_pairs: int = 8, n_queries: int = 4) -> Example:
-    """One MQAR example: n_pairs key-value pairs, padding, then n_queries of the keys with their values."""
+def _check_padding(pad: str) -> None:
+    require(pad in PADDING, f"pad must be one of {', '.join(PADDING)} (got {pad!r})")
+
+
+def _padded(tokens: bytearray, count: int, pad: str) -> int:
+    """Append `count` padding bytes where `pad="between"` wants them (before the queries); the context's end."""
+    if pad == "between":
+        tokens += bytes([PAD]) * count
+    return len(tokens)
+
+
+def mqar_example(generator: torch.Generator, seq_len: int, n_pairs: int = 8, n_queries: int = 4,
+                 pad: str = "between") -> Example:
+    """One MQAR example: n_pairs key-value pairs, then n_queries of the keys with their values; the padding between
+    the two (pad="between") or after the queries (pad="end")."""
     g = generator
     require(1 <= n_queries <= n_pairs <= len(UPPER),
-            f"need 1 <= n_queries <= n_pairs <= {len(UPPER)} (got {n_queries}, {n_pairs})")
+            f"need 1 <= n_queries <= n_pairs <= {len(UPPER)} (got n_queries={n_queries}, n_pairs={n_pairs})")
+    _check_padding(pad)
     used = 2 * n_pairs + 1 + 2 * n_queries
     require(seq_len + 1 >= used, f"seq_len {seq_len} is too short for {n_pairs} pairs and {n_queries} queries "
                                  f"(needs >= {used - 1})")
@@ -214,28 +233,35 @@ def mqar_example(generator: torch.Generator, seq_len: int, n_pairs: int = 8, n_q
     tokens = bytearray()
     for k, v in zip(keys, values):
         tokens += bytes([k, v])
-    tokens += bytes([PAD]) * (seq_len + 1 - used)
-    context_end = len(tokens)
+    context_end = _padded(tokens, seq_len + 1 - used, pad)
     tokens += bytes([BAR])
     asked = torch.randperm(n_pairs, generator=g)[:n_queries].tolist()
     queries = []
     for i in asked:
         tokens += bytes([keys[i], values[i]])
         queries.append(Query(bytes([keys[i]]), bytes([values[i]]), (2 * i, 2 * i + 2), (len(tokens) - 2, len(tokens) - 1)))
+    tokens += bytes([PAD]) * (seq_len + 1 - len(tokens))  # pad="end": the rest (nothing for "between")
     distractors = tuple((2 * i, 2 * i + 2) for i in range(n_pairs) if i not in asked)
     records = tuple(Record(bytes([k]), bytes([v]), (2 * i, 2 * i + 2)) for i, (k, v) in enumerate(zip(keys, values)))
     return Example(tuple(tokens), tuple(queries), distractors, context_end, None, records)
 
 
 def rebind_example(generator: torch.Generator, seq_len: int, n_keys: int = 8, n_rebinds: int = 4,
-                   n_queries: int = 2) -> Example:
+                   n_queries: int = 2, ask: str = "rebound", pad: str = "between") -> Example:
     """One rebinding example: n_keys keys, n_rebinds of them bound twice (the second value differs from the first),
-    the bindings in a random order, padding, then n_queries of the rebound keys with their latest values."""
+    the bindings in a random order, then n_queries keys with their latest values: rebound keys only (ask="rebound")
+    or any key (ask="all"); the padding between bindings and queries (pad="between") or after the queries."""
     g = generator
-    require(1 <= n_keys <= len(UPPER), f"need 1 <= n_keys <= {len(UPPER)} (got {n_keys})")
-    require(1 <= n_rebinds <= n_keys, f"need 1 <= n_rebinds <= n_keys (got {n_rebinds}, {n_keys})")
-    require(1 <= n_queries <= n_rebinds, f"every query asks a rebound key: need 1 <= n_queries <= n_rebinds "
-                                         f"(got {n_queries}, {n_rebinds})")
+    require(1 <= n_keys <= len(UPPER), f"need 1 <= n_keys <= {len(UPPER)} (got n_keys={n_keys})")
+    require(1 <= n_rebinds <= n_keys, f"need 1 <= n_rebinds <= n_keys (got n_rebinds={n_rebinds}, n_keys={n_keys})")
+    require(ask in ASKED, f"ask must be one of {', '.join(ASKED)} (got {ask!r})")
+    _check_padding(pad)
+    if ask == "rebound":
+        require(1 <= n_queries <= n_rebinds, f"every query asks a rebound key: need 1 <= n_queries <= n_rebinds "
+                                             f"(got n_queries={n_queries}, n_rebinds={n_rebinds})")
+    else:
+        require(1 <= n_queries <= n_keys, f"need 1 <= n_queries <= n_keys (got n_queries={n_queries}, "
+                                          f"n_keys={n_keys})")
     used = 2 * (n_keys + n_rebinds) + 1 + 2 * n_queries
     require(seq_len + 1 >= used, f"seq_len {seq_len} is too short for {n_keys} keys, {n_rebinds} rebindings and "
                                  f"{n_queries} queries (needs >= {used - 1})")
@@ -252,15 +278,16 @@ def rebind_example(generator: torch.Generator, seq_len: int, n_keys: int = 8, n_
         latest[k] = value
         records.append(Record(bytes([keys[k]]), bytes([value]), (len(tokens), len(tokens) + 2)))
         tokens += bytes([keys[k], value])
-    tokens += bytes([PAD]) * (seq_len + 1 - used)
-    context_end = len(tokens)
+    context_end = _padded(tokens, seq_len + 1 - used, pad)
     tokens += bytes([BAR])
     queries = []
-    for i in torch.randperm(n_rebinds, generator=g)[:n_queries].tolist():
-        k = rebound[i]
+    asked_keys = ([rebound[i] for i in torch.randperm(n_rebinds, generator=g)[:n_queries].tolist()] if ask == "rebound"
+                  else torch.randperm(n_keys, generator=g)[:n_queries].tolist())
+    for k in asked_keys:
         answer = next(r for r in reversed(records) if r.key == bytes([keys[k]]))
         tokens += bytes([keys[k], latest[k]])
         queries.append(Query(answer.key, answer.value, answer.span, (len(tokens) - 2, len(tokens) - 1)))
+    tokens += bytes([PAD]) * (seq_len + 1 - len(tokens))  # pad="end": the rest
     asked = {q.record for q in queries}
     distractors = tuple(r.span for r in records if r.span not in asked)
     assert len(tokens) == seq_len + 1

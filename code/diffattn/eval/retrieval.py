@@ -1,4 +1,4 @@
-"""Lesson 09: multi-needle retrieval accuracy, laid out like the paper's Table 2 (diff-spec.md §3.4).
+"""Lesson 09: multi-needle retrieval accuracy, laid out like the paper's Table 2 (the paper's §3.4).
 
 For each cell (N needles, R asked keys, context length T, needle depth) we draw `samples` examples from
 `diffattn.data.retrieval` with a fixed seed and run the model once per batch (teacher forcing). A query counts as
@@ -9,7 +9,8 @@ that moves logits by 1e-6 cannot flip a decision that is 1e-3 clear; see numberk
 Accuracy = answered queries / asked queries, with a 95% bootstrap interval that resamples whole examples (the two
 keys asked of one haystack are not independent draws, so a binomial interval over keys would be too narrow); it is
 the sampling error of the examples we drew, not of training seeds. Beside it stand the null models of
-`diffattn.data.nulls` on the same queries, and the paired test of the accuracy against the best key-free one.
+`diffattn.data.nulls` on the same queries, the paired test of the accuracy against the best key-free one, and the
+verdict of `diffattn.eval.criterion` (an effect of a declared size, not only a significant one).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch import Tensor, nn
 from diffattn.data import nulls
 from diffattn.data.retrieval import MARGIN, TABLE2, Example, answered, collate, examples as draw
 from diffattn.errors import require
+from diffattn.eval import criterion
 from diffattn.eval.probe import Probe, Quantizer, to_model
 from diffattn.progress import Progress
 from diffattn.stats import clustered_difference
@@ -77,13 +79,14 @@ def summarise(result: dict) -> dict:
     paired test against the best key-free one (`vs_null`: accuracy − null, clustered bootstrap interval)."""
     flags, clusters = [float(f) for f in result["flags"]], result["clusters"]
     accuracy = clustered_difference(flags, [0.0] * len(flags), clusters)
-    best = nulls.best_key_free(result["nulls"])
+    judged = criterion.verdict(flags, result["nulls"], clusters)
     ids = {c: i for i, c in enumerate(dict.fromkeys(clusters))}
     null = {rule: sum(p) / len(p) for rule, p in result["nulls"].items()}
     return {"answered": result["answered"], "asked": result["asked"], "accuracy": accuracy["difference"],
             "ci95": accuracy["ci95"], "examples": accuracy["clusters"], "answer_loss": result["answer_loss"],
-            "null": null, "null_rule": best, "null_best": null[best],
-            "vs_null": clustered_difference(flags, result["nulls"][best], clusters),
+            "null": null, "null_rule": judged["null_rule"], "null_best": judged["null_best"],
+            "vs_null": judged["vs_null"], "margin": judged["margin"], "vs_order_blind": judged["vs_order_blind"],
+            "retrieves": judged["retrieves"],
             "answered_flags": "".join("1" if f else "0" for f in result["flags"]),
             "query_examples": [ids[c] for c in clusters]}
 

@@ -1,0 +1,125 @@
+"""Lesson 09's recall sweep: where do the variants separate? Every run declared here before any of them ran.
+
+    python -m diffattn sweep [--jobs 2] [--stage 1|2] → outputs/checkpoints/cpu-recall/<task>/sweep-…/ (not
+        committed), then outputs/sweep/summary.json, table.txt and two figures (committed; they name the machine)
+
+The model and optimiser are the `cpu-recall` preset's (2 layers, d_model 64, 4 query heads over 2 KV heads, batch 32,
+64 tokens, peak learning rate 3e-3, 100 warmup steps, cosine to a tenth). Five variants, matched as in lesson 07:
+the baseline, baseline_2h (V2's 2h query heads over the same KV heads, without the differential part: the control
+that separates "more query heads" from "differential"), DIFF V1 with the paper's initialisation, DIFF V1 with the
+initialisation lesson 08's 2×2 found best (λ_init = 0.8, so both λ's start and the head scale 0.2), and DIFF V2.
+
+Cells vary one factor at a time around a centre (mqar, 8 answers per sequence, padding at the end, 3,000 steps):
+
+    answers   2 / 4 / 8 asked keys per sequence (8 pairs in the context)
+    padding   between the context and the queries (the layout lessons 09-11 used before) / at the end
+    steps     1,500 / 3,000 / 6,000 (the schedule stretches with them)
+    task      mqar / rebind asking every key (8 keys, 4 of them rebound: the latest binding answers) / needles with
+              3-digit values (6 records, 1-letter keys, each unasked key a near-duplicate of an asked one; needles
+              have no padding, the filler is the haystack)
+
+Stage 1: the centre with seeds 0-4, every other cell with seeds 0-1, every variant. Stage 2 (declared with stage 1):
+the first two other cells, in the order below, in which some DIFF variant learned on both seeds while baseline_2h
+learned on neither get seeds 2-4 as well. "Learned" is the course's criterion (diffattn.eval.criterion) on the trainer's 256 validation examples
+at the last step; "leaves the plateau" is the first evaluation (every 100 steps) whose accuracy − null reaches the
+criterion's margin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from diffattn.errors import require
+from diffattn.study import Run
+
+PRESET = "cpu-recall"
+VARIANTS = {  # name: (variant, GPTConfig changes)
+    "baseline": ("baseline", {}),
+    "baseline_2h": ("baseline_2h", {}),
+    "diff_v1": ("diff_v1", {}),
+    "diff_v1-lambda_init0.8": ("diff_v1", {"lambda_init": 0.8}),
+    "diff_v2": ("diff_v2", {}),
+}
+VARIANT_LABELS = {"baseline": "baseline", "baseline_2h": "2h heads", "diff_v1": "DIFF V1",
+                  "diff_v1-lambda_init0.8": "V1, λ_init 0.8", "diff_v2": "DIFF V2"}
+TASK_IDS = {"mqar": "mqar", "rebind_all": "rebind", "needles3": "needles"}
+PADDING_FREE = ("needles3",)  # a haystack, no padding to place
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str  # a TASK_IDS key
+    answers: int
+    pad: str
+    steps: int
+
+    @property
+    def key(self) -> str:
+        """'mqar-A8-end-S3000': the cell as a folder name and a result key."""
+        return f"{self.task}-A{self.answers}-{self.pad}-S{self.steps}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        if self.task == "mqar":
+            return {"n_pairs": 8, "n_queries": self.answers, "pad": self.pad}
+        if self.task == "rebind_all":
+            return {"n_keys": 8, "n_rebinds": 4, "n_queries": self.answers, "ask": "all", "pad": self.pad}
+        return {"n_needles": 6, "n_queries": self.answers, "value_len": 3}
+
+    def run(self, name: str, seed: int) -> Run:
+        variant, changes = VARIANTS[name]
+        return Run("sweep", f"sweep-{self.key}-{name}", PRESET, variant, TASK_IDS[self.task], seed, changes,
+                   self.options, self.steps)
+
+
+CENTRE = Cell("mqar", 8, "end", 3000)
+CELLS = (
+    CENTRE,
+    Cell("mqar", 4, "end", 3000),
+    Cell("mqar", 2, "end", 3000),
+    Cell("mqar", 8, "between", 3000),
+    Cell("mqar", 8, "end", 1500),
+    Cell("mqar", 8, "end", 6000),
+    Cell("rebind_all", 8, "end", 3000),
+    Cell("needles3", 4, "haystack", 3000),
+)
+CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
+STAGES = (1, 2)
+DIFF = ("diff_v1", "diff_v1-lambda_init0.8", "diff_v2")
+CONTROL = "baseline_2h"
+
+
+FOLLOW_UPS = 2  # stage 2 adds seeds to at most this many cells
+
+
+def seeds(cell: Cell, stage: int, learned: dict[tuple[str, str], list[bool]] | None = None) -> tuple[int, ...]:
+    """The seeds `cell` trains by `stage`; stage 2 reads stage 1's verdicts (learned[(cell key, variant)])."""
+    if cell == CENTRE:
+        return CENTRE_SEEDS
+    if stage == 1 or learned is None:
+        return FIRST_SEEDS
+    followed = [c for c in CELLS if c != CENTRE and separates(c, learned)][:FOLLOW_UPS]
+    return FIRST_SEEDS + MORE_SEEDS if cell in followed else FIRST_SEEDS
+
+
+def separates(cell: Cell, learned: dict[tuple[str, str], list[bool]]) -> bool:
+    """Stage 2's rule: some DIFF variant learned on every first seed, the matched control on none."""
+    control = learned.get((cell.key, CONTROL), [])
+    return not any(control) and any(len(v) == len(FIRST_SEEDS) and all(v)
+                                    for v in (learned.get((cell.key, d), []) for d in DIFF))
+
+
+def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = None) -> list[Run]:
+    """Every run of the sweep up to `stage`, the centre first (it decides the lesson), then cell by cell."""
+    require(stage in STAGES, f"--stage is one of {', '.join(map(str, STAGES))} (got {stage})")
+    return [cell.run(name, s) for cell in CELLS for s in seeds(cell, stage, learned) for name in VARIANTS]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("sweep", help="lesson 09's recall sweep: train what is missing, then write outputs/sweep/")
+    p.add_argument("--jobs", type=int, default=2, help="runs trained at once, one torch thread each (default 2)")
+    p.add_argument("--stage", type=int, default=2, choices=(1, 2),
+                   help="1: the declared cells; 2 (default): also the follow-up seeds of cells that separate")
+    p.add_argument("--summary-only", action="store_true", help="summarise the finished runs, train nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
