@@ -27,6 +27,10 @@ from diffattn.pure.accounting import swiglu_width
 # that would give 256 = 4·d_model, so small models round to 64 instead (64 → 192, 128 → 384, 768 → 2048).
 FFN_MULTIPLE_OF = 64
 HEAD_SCALE_SCHEDULE = "schedule"
+V2_PAIRS, V2_GATES = ("difference", "sum"), ("learned", "half")
+# GPTConfig fields added after checkpoints had shipped: a run config records them only when they differ from these
+# defaults, so every earlier checkpoint's recorded config still equals the one the same settings build now.
+LATER_FIELDS = {"v2_pair": V2_PAIRS[0], "v2_gate": V2_GATES[0]}
 INIT_STD = 0.02  # GPT-2's N(0, 0.02²) for every matrix and the embedding (diffattn.model)
 
 
@@ -61,6 +65,12 @@ class GPTConfig:
     subln_gain: float = 1.0
     out_std: float = INIT_STD
     embed_scale: float = 1.0
+    # DIFF V2 only, for lesson 09's mechanism experiment (the defaults are V2):
+    # v2_pair   how each pair of query heads is combined: "difference" a − σ(λ)·b (V2), or "sum" a + σ(λ)·b (the same
+    #           heads, widths and gate with nothing subtracted)
+    # v2_gate   "learned" σ(λ) = σ(W_λ x) per token and head (V2), or "half": σ(λ) fixed at ½, its value at W_λ = 0
+    v2_pair: str = "difference"
+    v2_gate: str = "learned"
 
     def __post_init__(self) -> None:
         require(self.attention in ATTENTION, f"attention must be one of {', '.join(ATTENTION)} (got {self.attention!r})")
@@ -97,6 +107,11 @@ class GPTConfig:
                                                                  and self.head_scale > 0),
                 f"head_scale must be a number > 0 or {HEAD_SCALE_SCHEDULE!r} (got {self.head_scale!r})")
         require_positive(subln_gain=self.subln_gain, out_std=self.out_std, embed_scale=self.embed_scale)
+        require(self.v2_pair in V2_PAIRS and self.v2_gate in V2_GATES,
+                f"v2_pair is one of {', '.join(V2_PAIRS)} and v2_gate one of {', '.join(V2_GATES)} "
+                f"(got {self.v2_pair!r}, {self.v2_gate!r})")
+        require(self.attention == "diff_v2" or (self.v2_pair, self.v2_gate) == (V2_PAIRS[0], V2_GATES[0]),
+                f"v2_pair and v2_gate change DIFF V2's pairs; {self.attention} has none")
 
 
 def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
@@ -235,7 +250,8 @@ def default_out(preset: str, task: str, variant: str, seed: int = 0) -> Path:
 
 def run_config(preset: str, model: GPTConfig, train: TrainConfig) -> dict[str, Any]:
     """The config a checkpoint records: {"model", "train", "task"} (JSON-serialisable)."""
-    return {"preset": preset, "model": dataclasses.asdict(model), "train": dataclasses.asdict(train),
+    fields = {k: v for k, v in dataclasses.asdict(model).items() if LATER_FIELDS.get(k, object()) != v}
+    return {"preset": preset, "model": fields, "train": dataclasses.asdict(train),
             "task": {"name": train.task, "data": train.data, "options": train.task_options}}
 
 

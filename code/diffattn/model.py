@@ -54,7 +54,8 @@ def attention_layer(config: GPTConfig, depth: int) -> nn.Module:
                                lambda_init=config.lambda_init, head_scale=config.head_scale,
                                subln_gain=config.subln_gain)
     if config.attention == "diff_v2":
-        return DiffAttentionV2(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
+        return DiffAttentionV2(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend,
+                               pair=config.v2_pair, gate=config.v2_gate)
     return MultiheadAttention(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
 
 

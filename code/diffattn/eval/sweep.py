@@ -20,7 +20,15 @@ Cells vary one factor at a time around a centre (mqar, 8 answers per sequence, p
 
 Stage 1: the centre with seeds 0-4, every other cell with seeds 0-1, every variant. Stage 2 (declared with stage 1):
 the first two other cells, in the order below, in which some DIFF variant learned on both seeds while baseline_2h
-learned on neither get seeds 2-4 as well. "Learned" is the course's criterion (diffattn.eval.criterion) on the trainer's 256 validation examples
+learned on neither get seeds 2-4 as well. Stage 3, the mechanism (declared while stage 1's first runs trained,
+before any V2 run had finished): in the centre, with its five seeds, two controls that each remove one part of V2
+and keep everything else, beside V2 and baseline_2h from stage 1:
+
+    diff_v2-gate_half   σ(λ) fixed at ½ (its value at W_λ = 0): the subtraction without the learned per-token gate
+    diff_v2-sum         a + σ(λ)·b instead of a − σ(λ)·b: V2's heads, widths and gate with nothing subtracted, i.e.
+                        baseline_2h's 2h query heads summed pairwise down to V2's output width
+
+"Learned" is the course's criterion (diffattn.eval.criterion) on the trainer's 256 validation examples
 at the last step; "leaves the plateau" is the first evaluation (every 100 steps) whose accuracy − null reaches the
 criterion's margin.
 """
@@ -41,8 +49,10 @@ VARIANTS = {  # name: (variant, GPTConfig changes)
     "diff_v1-lambda_init0.8": ("diff_v1", {"lambda_init": 0.8}),
     "diff_v2": ("diff_v2", {}),
 }
+MECHANISM = {"diff_v2-gate_half": ("diff_v2", {"v2_gate": "half"}), "diff_v2-sum": ("diff_v2", {"v2_pair": "sum"})}
 VARIANT_LABELS = {"baseline": "baseline", "baseline_2h": "2h heads", "diff_v1": "DIFF V1",
-                  "diff_v1-lambda_init0.8": "V1, λ_init 0.8", "diff_v2": "DIFF V2"}
+                  "diff_v1-lambda_init0.8": "V1, λ_init 0.8", "diff_v2": "DIFF V2",
+                  "diff_v2-gate_half": "V2, σ(λ) = ½", "diff_v2-sum": "V2 pairs summed"}
 TASK_IDS = {"mqar": "mqar", "rebind_all": "rebind", "needles3": "needles"}
 PADDING_FREE = ("needles3",)  # a haystack, no padding to place
 
@@ -68,7 +78,7 @@ class Cell:
         return {"n_needles": 6, "n_queries": self.answers, "value_len": 3}
 
     def run(self, name: str, seed: int) -> Run:
-        variant, changes = VARIANTS[name]
+        variant, changes = (VARIANTS | MECHANISM)[name]
         return Run("sweep", f"sweep-{self.key}-{name}", PRESET, variant, TASK_IDS[self.task], seed, changes,
                    self.options, self.steps)
 
@@ -85,7 +95,7 @@ CELLS = (
     Cell("needles3", 4, "haystack", 3000),
 )
 CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
-STAGES = (1, 2)
+STAGES = (1, 2, 3)
 DIFF = ("diff_v1", "diff_v1-lambda_init0.8", "diff_v2")
 CONTROL = "baseline_2h"
 
@@ -113,13 +123,15 @@ def separates(cell: Cell, learned: dict[tuple[str, str], list[bool]]) -> bool:
 def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = None) -> list[Run]:
     """Every run of the sweep up to `stage`, the centre first (it decides the lesson), then cell by cell."""
     require(stage in STAGES, f"--stage is one of {', '.join(map(str, STAGES))} (got {stage})")
-    return [cell.run(name, s) for cell in CELLS for s in seeds(cell, stage, learned) for name in VARIANTS]
+    runs = [cell.run(name, s) for cell in CELLS for s in seeds(cell, stage, learned) for name in VARIANTS]
+    return runs + ([CENTRE.run(name, s) for s in CENTRE_SEEDS for name in MECHANISM] if stage >= 3 else [])
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="lesson 09's recall sweep: train what is missing, then write outputs/sweep/")
     p.add_argument("--jobs", type=int, default=2, help="runs trained at once, one torch thread each (default 2)")
-    p.add_argument("--stage", type=int, default=2, choices=(1, 2),
-                   help="1: the declared cells; 2 (default): also the follow-up seeds of cells that separate")
+    p.add_argument("--stage", type=int, default=3, choices=STAGES,
+                   help="1: the declared cells; 2: also the follow-up seeds of cells that separate; 3 (default): "
+                        "also the mechanism controls in the centre")
     p.add_argument("--summary-only", action="store_true", help="summarise the finished runs, train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

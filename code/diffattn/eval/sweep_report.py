@@ -17,7 +17,7 @@ from diffattn import checkpoint
 from diffattn.data import make_task, nulls
 from diffattn.errors import require
 from diffattn.eval import criterion
-from diffattn.eval.sweep import CELLS, CENTRE, CONTROL, VARIANT_LABELS, VARIANTS, Cell, plan
+from diffattn.eval.sweep import CELLS, CENTRE, CONTROL, MECHANISM, VARIANT_LABELS, VARIANTS, Cell, plan
 from diffattn.stats import clustered_difference
 from diffattn.study import Run
 
@@ -65,13 +65,13 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
                                "null": {rule: sum(p) / len(p) for rule, p in rules.items()}, "null_rule": null_rule,
                                "margin": criterion.margin(sum(rules[null_rule]) / len(rules[null_rule])),
                                "variants": {}}
-        for name in VARIANTS:
+        for name in [n for n in VARIANTS | MECHANISM if n in by_cell[cell.key] or n in VARIANTS]:
             per_seed = [run_summary(r, rules, clusters) for r in sorted(by_cell[cell.key].get(name, []),
                                                                          key=lambda r: r.seed)]
             out["variants"][name] = {"runs": per_seed, "seeds": len(per_seed),
                                      "learned": sum(r["learned"] for r in per_seed)}
         control = {r["seed"]: r["flags"] for r in out["variants"][CONTROL]["runs"]}
-        for name in VARIANTS:  # the same validation queries: each seed paired with the control's same seed
+        for name in out["variants"]:  # the same validation queries: each seed paired with the control's same seed
             v = out["variants"][name]
             v["vs_control"] = [{"seed": r["seed"], **clustered_difference(r["flags"], control[r["seed"]], clusters)}
                                for r in v["runs"] if name != CONTROL and r["seed"] in control]
@@ -180,8 +180,8 @@ def main(args) -> int:
     figure_folder = outputs_dir() / "figures"
     runs = plan(1)
     for stage in range(1, args.stage + 1):
-        if stage == 2:
-            runs = plan(2, learned_map(summarise(runs)))
+        if stage >= 2:
+            runs = plan(stage, learned_map(summarise([r for r in runs if finished(r.job())])))
         todo = [] if args.summary_only else [r for r in runs if not finished(r.job())]
         if todo:
             started = time.perf_counter()

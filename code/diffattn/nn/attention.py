@@ -231,6 +231,8 @@ class DiffAttentionV2(_Attention):
         head_dim: int | None = None,
         *,
         backend: str = "auto",
+        pair: str = "difference",
+        gate: str = "learned",
     ):
         super().__init__(backend)
         num_kv_heads = num_kv_heads or num_heads
@@ -238,7 +240,12 @@ class DiffAttentionV2(_Attention):
         head_dim = _default_head_dim("d_model", d_model, num_heads, head_dim)
         _require_even_head_dim(head_dim)
         check_pairs_share_kv(2 * num_heads, num_kv_heads)
+        require(pair in ("difference", "sum") and gate in ("learned", "half"),
+                f"pair is difference or sum, gate learned or half (got {pair!r}, {gate!r})")
         self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        # lesson 09's mechanism experiment: "sum" adds the pair's second map instead of subtracting it; "half" fixes
+        # σ(λ) at ½ (what W_λ = 0 gives), so λ_proj is not used
+        self.subtract, self.learned_gate = pair == "difference", gate == "learned"
         self.q_proj = nn.Linear(d_model, 2 * num_heads * head_dim, bias=False)
         self.k_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)
         self.v_proj = nn.Linear(d_model, num_kv_heads * head_dim, bias=False)
@@ -252,7 +259,9 @@ class DiffAttentionV2(_Attention):
         k = apply_rope(self.k_proj(x).view(b, n, h_kv, d), *rope)  # (b, N, h_kv, d)
         v = self.v_proj(x).view(b, n, h_kv, d)
         k, v = self._cached(k, v, cache)
-        out = diff_v2_gqa_attention(q, k, v, self.lambda_proj(x), causal=True, backend=self.backend)  # (b, N, h, d)
+        logits = self.lambda_proj(x) if self.learned_gate else x.new_zeros(b, n, h)  # σ(0) = ½
+        out = diff_v2_gqa_attention(q, k, v, logits, causal=True, backend=self.backend,
+                                    subtract=self.subtract)  # (b, N, h, d)
         return self.o_proj(out.reshape(b, n, h * d))
 
 

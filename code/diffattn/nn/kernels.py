@@ -155,7 +155,8 @@ def split_value_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = True, 
 
 
 def diff_v2_gqa_attention(
-    q: Tensor, k: Tensor, v: Tensor, lambda_logits: Tensor, causal: bool = True, backend: str = "auto"
+    q: Tensor, k: Tensor, v: Tensor, lambda_logits: Tensor, causal: bool = True, backend: str = "auto",
+    subtract: bool = True,
 ) -> Tensor:
     """DIFF V2 for all heads at once: ONE grouped-query attention call, then subtract interleaved pairs.
 
@@ -165,7 +166,8 @@ def diff_v2_gqa_attention(
         out[:, :, 0::2] − σ(λ) · out[:, :, 1::2]     (b, N, h, d)    pairs (2i, 2i+1) share K and V
 
     Pairing adjacent heads works because a GQA group is a run of consecutive query heads; halves (`chunk(2)`) would
-    pair heads from different groups (check_pairs_share_kv refuses such head counts).
+    pair heads from different groups (check_pairs_share_kv refuses such head counts). `subtract=False` adds the
+    second map instead (lesson 09's control: the same heads and gate, nothing cancelled).
     """
     num_q_heads, num_kv_heads = q.shape[2], k.shape[2]
     check_pairs_share_kv(num_q_heads, num_kv_heads)
@@ -178,7 +180,7 @@ def diff_v2_gqa_attention(
     )
     out = attention(q, k, v, causal=causal, backend=backend)  # (b, N, 2h, d)
     gate = sigmoid(lambda_logits).unsqueeze(-1).to(out.dtype)  # (b, N, h, 1): one σ(λ) per token and head
-    return out[:, :, 0::2] - gate * out[:, :, 1::2]
+    return out[:, :, 0::2] - gate * out[:, :, 1::2] if subtract else out[:, :, 0::2] + gate * out[:, :, 1::2]
 
 
 def _flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
