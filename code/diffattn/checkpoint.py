@@ -13,18 +13,32 @@ checkpoint.pt by
     DIR/model.safetensors  the model's tensors in the safetensors format (no pickle, nothing but named arrays); a tied
                            output head is stored once, as the embedding, and tied again on load
 
-`load_model` reads either kind.
+`load_model` reads either kind, and checks what each records of itself:
+
+    checkpoint.pt          its "sha256" entry: the digest of everything else in it (every tensor's dtype, shape and
+                           bytes, every other value), computed before it was saved
+    DIR/SHA256SUMS         beside model.safetensors: lines of `<64 hex digits>  <file name>`, the file's own sha256
+                           (the format `sha256sum -c SHA256SUMS` checks)
+
+A file that changed after it was written (a byte flipped on disk, a bad copy) is then a one-line ConfigError naming
+it, instead of a model that loads and predicts garbage. A checkpoint written before these records existed (no
+"sha256" entry; no SHA256SUMS, or its file not listed) loads unchecked; the ones that ship with the course are
+checked against outputs/models/MANIFEST.json instead (diffattn.shipped).
 
 Every file is written to a temporary name in DIR and renamed over the old one (`os.replace` is atomic on one file
-system), so a run killed mid-save leaves the previous checkpoint whole. Loading fails with a one-line ConfigError
-naming the problem (missing, truncated, corrupt, unknown variant) instead of a pickle traceback.
+system), so a run killed mid-save leaves the previous checkpoint whole. SHA256SUMS is rewritten around the weights'
+rename (the new digest added before it, the old one dropped after it), so that at every instant model.safetensors
+matches a digest recorded for it. Loading fails with a one-line ConfigError naming the problem (missing, truncated,
+corrupt, altered, unknown variant) instead of a pickle traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -41,11 +55,14 @@ CHECKPOINT_FILE = "checkpoint.pt"
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
+SUMS_FILE = "SHA256SUMS"
 KEYS = ("model", "optimizer", "scheduler", "step", "rng", "config")
+DIGEST = "sha256"  # checkpoint.pt's entry for the digest of the others (state_sha256)
+SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](\S.*)$")
 
 
-def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write `path` through `write(file)` into a temporary sibling, then rename it over `path`."""
+def _write_temp(path: Path, write: Callable[[Any], None], mode: str = "wb") -> Path:
+    """`write(file)` into a new temporary sibling of `path`, flushed to disk; returns its path."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode) as f:
@@ -53,10 +70,110 @@ def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "wb") ->
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def _write_atomic(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write `path` through `write(file)` into a temporary sibling, then rename it over `path`."""
+    tmp = _write_temp(path, write, mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def state_sha256(state: dict[str, Any]) -> str:
+    """The sha256 of a checkpoint's contents, its own DIGEST entry left out: every tensor's dtype, shape and bytes and
+    every other value's type and repr, dict keys in a fixed order. The same before torch.save and after torch.load
+    (weights_only keeps tuples, ints and floats as they were)."""
+    digest = hashlib.sha256()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            flat = value.detach().cpu().contiguous().reshape(-1)
+            digest.update(f"tensor {flat.dtype} {tuple(value.shape)}\n".encode())
+            digest.update(flat.view(torch.uint8).numpy())  # the bytes in place: no copy
+        elif isinstance(value, dict):
+            digest.update(f"dict {len(value)}\n".encode())
+            for key in sorted(value, key=repr):
+                digest.update(f"{key!r}\n".encode())
+                walk(value[key])
+        elif isinstance(value, (list, tuple)):
+            digest.update(f"{type(value).__name__} {len(value)}\n".encode())
+            for item in value:
+                walk(item)
+        else:
+            digest.update(f"{type(value).__name__} {value!r}\n".encode())
+
+    walk({k: v for k, v in state.items() if k != DIGEST})
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_sums(directory: Path) -> dict[str, list[str]]:
+    """{file name: its recorded sha256 digests} of DIR/SHA256SUMS ({} when there is none); one-line ConfigError for a
+    file that is not a list of sums. A name has two digests only while its file is being replaced."""
+    path = directory / SUMS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path} ({type(exc).__name__})") from None
+    sums: dict[str, list[str]] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        match = SUM_LINE.match(line)
+        require(match is not None, f"{path}, line {number}, is not `<64 hex digits>  <file name>`: remove {path} to "
+                                   f"load the checkpoint unchecked")
+        sums.setdefault(match.group(2), []).append(match.group(1))
+    return sums
+
+
+def _write_sums(directory: Path, sums: dict[str, list[str]]) -> None:
+    text = "".join(f"{digest}  {name}\n" for name in sorted(sums) for digest in sums[name])
+    _write_atomic(directory / SUMS_FILE, lambda f: f.write(text), mode="w")
+
+
+def _write_weights(path: Path, data: bytes) -> None:
+    """Write a weights file atomically (as _write_atomic) and record its sha256 in SHA256SUMS, so that at every
+    instant the file on disk matches a recorded digest: the new one is added before the rename, the old one
+    dropped after it. A run killed between the steps leaves a checkpoint that loads, old or new."""
+    new = hashlib.sha256(data).hexdigest()
+    tmp = _write_temp(path, lambda f: f.write(data))
+    try:
+        try:
+            sums = read_sums(path.parent)
+        except ConfigError:  # an unreadable record is replaced by a good one
+            sums = {}
+        # the file being replaced: its recorded digest, or (written before sums existed) its own
+        before = sums.get(path.name) or ([file_sha256(path)] if path.is_file() else [])
+        _write_sums(path.parent, {**sums, path.name: [*before, new]})
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _write_sums(path.parent, {**sums, path.name: [new]})
+
+
+def verify_sum(path: Path, data: bytes) -> None:
+    """ConfigError (one line, naming the file) unless `data`, the bytes read from `path`, match a digest SHA256SUMS
+    records for it; nothing to check when none is recorded (a checkpoint from before sums existed)."""
+    recorded = read_sums(path.parent).get(path.name)
+    require(not recorded or hashlib.sha256(data).hexdigest() in recorded, f"{path} does not match its sha256 in {path.parent / SUMS_FILE}: the file changed "
+                                f"after it was written (a bad copy, or damage on disk); retrain it or copy it again")
 
 
 def save_checkpoint(directory: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -67,6 +184,7 @@ def save_checkpoint(directory: str | Path, *, model: torch.nn.Module, optimizer:
     directory.mkdir(parents=True, exist_ok=True)
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
              "step": step, "rng": rng, "config": config}
+    state[DIGEST] = state_sha256(state)
     _write_atomic(directory / CHECKPOINT_FILE, lambda f: torch.save(state, f))
     _write_atomic(directory / CONFIG_FILE, lambda f: f.write(json.dumps(config, indent=1) + "\n"), mode="w")
     return directory
@@ -91,6 +209,9 @@ def load_checkpoint(directory: str | Path, map_location: str | torch.device = "c
     attention = model_config.get("attention")
     require(attention in ATTENTION, f"checkpoint {path} has an unknown attention variant {attention!r} "
                                     f"(known: {', '.join(ATTENTION)})")
+    require(DIGEST not in state or state[DIGEST] == state_sha256(state),  # none: saved before digests were recorded
+            f"checkpoint {path} does not match the sha256 it recorded when it was saved: the file changed after it was "
+            f"written (a bad copy, or damage on disk); retrain it or copy it again")
     return state
 
 
@@ -120,7 +241,7 @@ def save_weights(directory: str | Path, model: GPT, config: dict[str, Any]) -> P
     # safetensors refuses two names for one storage: keep the embedding, drop its tied alias
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()
                if not (k == TIED_HEAD and model.config.tie_embeddings)}
-    _write_atomic(directory / WEIGHTS_FILE, lambda f: f.write(save(tensors)))
+    _write_weights(directory / WEIGHTS_FILE, save(tensors))
     _write_atomic(directory / CONFIG_FILE, lambda f: f.write(json.dumps(config, indent=1) + "\n"), mode="w")
     return directory
 
@@ -134,8 +255,10 @@ def _load_weights(directory: Path, map_location: str | torch.device) -> tuple[di
     config = read_json(config_path)
     require(isinstance(config, dict) and isinstance(config.get("model"), dict),
             f"{config_path} is not a checkpoint's config (a JSON object whose \"model\" is an object)")
+    data = path.read_bytes()
+    verify_sum(path, data)
     try:
-        tensors = load(path.read_bytes())
+        tensors = load(data)
     except (SafetensorError, ValueError) as exc:
         raise ConfigError(f"weights {path} are truncated or corrupt ({type(exc).__name__})") from None
     if config["model"].get("tie_embeddings", True) and "tok_emb.weight" in tensors:

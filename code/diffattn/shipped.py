@@ -164,6 +164,8 @@ def replace(retrained: Path, command: str) -> Path:
         model, config = checkpoint.load_model(source)
         shutil.rmtree(target, ignore_errors=True)
         checkpoint.save_weights(target, model, config)
+        # MANIFEST.json is the shipped files' record: the weights' own SHA256SUMS would be a second one it does not list
+        (target / checkpoint.SUMS_FILE).unlink()
         shutil.copyfile(source / checkpoint.METRICS_FILE, target / checkpoint.METRICS_FILE)
         for filename in FILES:
             path = target / filename
