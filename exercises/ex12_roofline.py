@@ -28,7 +28,9 @@ def decode_step(config: ModelConfig, variant: str, context: int, batch: int, byt
         context, batch, bytes_per_value: ints ≥ 1. bytes_per_value (2 = bf16) is the width of every weight and of
             every cached value alike.
         v1_kernel: "two_call" or "four_call", the official DIFF V1 kernel path; only diff_v1 depends on it, but
-            it must be one of the two for every variant.
+            it must be one of the two for every variant. Lesson 12's fused V1 kernel ("fused" in lesson 04's
+            accounting) is not a third choice: it combines the maps of several new queries (training, prefill),
+            and a decode step has one.
 
     Returns DecodeStep(flops, bytes), two exact ints (its `.intensity` is flops / bytes, FLOPs per byte moved):
         flops = batch · (2·N + L·a)            2 FLOPs per multiply-add
@@ -52,7 +54,8 @@ def decode_step(config: ModelConfig, variant: str, context: int, batch: int, byt
                                 heads over h_kv/2 KV heads, d_k = d_v = d
 
     Raises ValueError (e.g. diffattn.errors.ConfigError) with a one-line message if context, batch or bytes_per_value
-    is < 1, the variant is unknown, or v1_kernel is neither "two_call" nor "four_call" (whatever the variant).
+    is < 1, the variant is unknown, or v1_kernel is neither "two_call" nor "four_call" ("fused" included, whatever
+    the variant).
 
     Worked example (Llama-3.1-8B's shape: D 4096, 32 heads of 128, 8 KV heads, 32 layers, FFN 14336, vocab 128256):
         llama = ModelConfig(hidden=4096, heads=32, head_dim=128, layers=32, kv_heads=8, ffn=14336, vocab=128256)

@@ -192,6 +192,17 @@ def test_decode_step_rejects_what_it_cannot_count(impl):
             impl.decode_step(LLAMA_8B, *args)
 
 
+@pytest.mark.grade("12.1", points=1)
+def test_decode_step_refuses_the_fused_v1_kernel(impl):
+    """Lesson 12's fused V1 kernel (lesson 04's accounting counts it as "fused") combines the maps of several new
+    queries; a decode step has one new query and never runs it, so the docstring's only V1 paths are two_call and
+    four_call, and "fused" is a ValueError for every variant."""
+    for variant in ("diff_v1", "baseline", "diff_v2"):
+        with refuses(ValueError, f"decode_step(llama, {variant!r}, 1024, 1, 2, 'fused') (the fused V1 kernel never "
+                                 f"runs a decode step)"):
+            impl.decode_step(LLAMA_8B, variant, 1024, 1, 2, "fused")
+
+
 # ------------------------------------------------------------------------------------------------ graded: 12.2
 
 

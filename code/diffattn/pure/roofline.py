@@ -24,6 +24,11 @@ from __future__ import annotations
 from diffattn.errors import require
 from diffattn.pure.accounting import DecodeStep, ModelConfig, decode_kv_read_bytes, kernel_calls, matmul_params, require_counts
 
+# The V1 paths a decode step can take. Accounting's third, "fused" (diffattn.nn.diff_v1_kernel), runs only where more
+# than one query is new (training, prefill): a decode step has one, and keeps the two- or four-call SDPA path.
+DECODE_V1_KERNELS = ("two_call", "four_call")
+
+
 def _require_machine(peak_flops: float, bandwidth: float) -> None:
     for name, value in (("peak_flops", peak_flops), ("bandwidth", bandwidth)):
         require(isinstance(value, (int, float)) and 0 < value < float("inf"),
@@ -47,7 +52,11 @@ def attention_decode_flops(variant: str, heads: int, head_dim: int, context: int
 
 def decode_step(config: ModelConfig, variant: str, context: int, batch: int, bytes_per_value: int = 2,
                 v1_kernel: str = "two_call") -> DecodeStep:
-    """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each (exercise 12.1)."""
+    """The FLOPs and bytes of one decode step of `batch` sequences with `context` cached tokens each (exercise 12.1).
+    `v1_kernel` is one of DECODE_V1_KERNELS for every variant: no decode step runs the fused kernel."""
+    require(v1_kernel in DECODE_V1_KERNELS, f"v1_kernel must be one of {', '.join(DECODE_V1_KERNELS)} for a decode "
+                                            f"step (got {v1_kernel!r}; the fused V1 kernel runs only where several "
+                                            f"queries are new: training and prefill)")
     require_counts(batch=batch)  # context and bytes_per_value: checked by the two counts below
     weights = matmul_params(config, variant)
     attention = config.layers * attention_decode_flops(variant, config.heads, config.head_dim, context,
