@@ -20,6 +20,7 @@ from typing import Sequence
 from diffattn import train_options
 from diffattn.errors import ConfigError, interrupt_as_exception
 from diffattn.eval import command as eval_command
+from diffattn.eval import sweep as sweep_command
 from diffattn.numberkinds import keep_saved_if_agreeing
 from diffattn.plan import command as plan_command
 from diffattn.warmstart import command as warmstart_command
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     study = sub.add_parser("study", help="lessons 08-11's CPU study (make train-small): train what is missing, "
                                          "then write outputs/study/")
     train_options.add_study_arguments(study)
+    sweep_command.add_parser(sub)
 
     models = sub.add_parser("models", help="the trained checkpoints lessons 09-11 ship with: verify, retrain, band",
                             description="verify: check the shipped checkpoints (outputs/models/) against their "
@@ -370,6 +372,13 @@ def cmd_study(args: argparse.Namespace) -> int:
     return study.main(args)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    _require_torch("sweep")
+    from diffattn.eval import sweep_report
+
+    return sweep_report.main(args)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     _require_torch("models")
     from diffattn import experiments
@@ -384,5 +393,5 @@ def cmd_models(args: argparse.Namespace) -> int:
 COMMANDS = {"lesson": cmd_lesson, "course": cmd_course, "accounting": cmd_accounting, "snr": cmd_snr, "lessons": cmd_lessons,
             "bench": cmd_bench, "gpu-check": cmd_gpu_check, "grade": cmd_grade, "train": cmd_training,
             "compare": cmd_training, "eval": lambda args: eval_command.main(args),
-            "models": cmd_models, "study": cmd_study, "plan": plan_command.main,
+            "models": cmd_models, "study": cmd_study, "sweep": cmd_sweep, "plan": plan_command.main,
             "convert": warmstart_command.convert_main, "warmstart": warmstart_command.warmstart_main}

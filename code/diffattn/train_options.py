@@ -19,8 +19,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "(default: the built-in Shakespeare corpus)")
     parser.add_argument("--task-option", action="append", default=None, metavar="KEY=N",
                         help="a retrieval task's option, repeatable: e.g. --task-option value_len=3 "
-                             "(needles: n_needles n_queries key_len value_len; mqar: n_pairs n_queries; "
-                             "rebind: n_keys n_rebinds n_queries)")
+                             "(needles: n_needles n_queries key_len value_len; mqar: n_pairs n_queries "
+                             "pad=between|end; rebind: n_keys n_rebinds n_queries ask=rebound|all pad=between|end)")
     parser.add_argument("--lambda-init", type=float, default=None,
                         help="diff_v1 only: this constant λ_init in (0, 1) in every layer (default: the depth schedule)")
     parser.add_argument("--out", type=Path, default=None,

@@ -135,11 +135,13 @@ def summary(kind: str, results: dict) -> str:
 
 
 def accuracy_line(r: dict) -> str:
-    """'accuracy 0.420 [0.380, 0.460] (147/350); null 0.470 (copy_any): − null −0.050 [−0.090, −0.010]'."""
+    """'accuracy 0.420 [0.380, 0.460] (147/350); null 0.470 (copy_any): − null −0.050 [−0.090, −0.010] (margin
+    0.265)', then `retrieves` where the criterion holds (diffattn.eval.criterion: an effect of a declared size)."""
     test = r["vs_null"]
     return (f"accuracy {r['accuracy']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}] ({r['answered']}/{r['asked']}); "
             f"null {r['null_best']:.3f} ({r['null_rule']}): − null {test['difference']:+.3f} "
-            f"[{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}]" + ("  retrieves" if test["above"] else ""))
+            f"[{test['ci95'][0]:+.3f}, {test['ci95'][1]:+.3f}] (margin {r['margin']:.3f})"
+            + ("  retrieves" if r["retrieves"] else ""))
 
 
 MANY_NEEDLES = ("N4R2", "N6R2")  # the paper's hard end of Table 2: 4 and 6 needles, 2 keys asked

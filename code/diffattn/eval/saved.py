@@ -5,6 +5,7 @@
     lambda_init()     outputs/compare/<preset>-text-lambda-init/summary.json: lesson 11's λ_init ablation
     compare()         outputs/compare/<preset>-text/summary.json: lesson 08's comparison
     study()           outputs/study/summary.json: lessons 08-11's CPU study (`python -m diffattn study`)
+    sweep()           outputs/sweep/summary.json: lesson 09's recall sweep (`python -m diffattn sweep`)
 
 Both return {} when the files are not there yet (a fresh clone that has not run `make train-small`), so a lesson
 prints what it has.
@@ -55,6 +56,11 @@ def compare(preset: str) -> dict:
 def study(name: str = "summary.json") -> dict:
     """outputs/study/summary.json, or another file of the study's folder (diffllama.json: scripts/diffllama_gap.py)."""
     return _read(outputs_dir() / "study" / name)
+
+
+def sweep() -> dict:
+    """outputs/sweep/summary.json: lesson 09's recall sweep (diffattn.eval.sweep), {} before it has run."""
+    return _read(outputs_dir() / "sweep" / "summary.json")
 
 
 def machine_line(machine: dict) -> str:

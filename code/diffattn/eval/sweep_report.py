@@ -147,6 +147,7 @@ def figures(summary: dict, folder: Path) -> list[Path]:
                 ax.plot(r["steps"], r["accuracy"], lw=1, color="tab:green" if r["learned"] else "tab:gray")
             ax.axhline(null, ls="--", lw=0.8, color="k")
             ax.axhline(null + centre["margin"], ls=":", lw=0.8, color="tab:red")
+            ax.set_ylim(0, 1.02)
             ax.set_title(VARIANT_LABELS[n], fontsize=9)
             ax.set_xlabel("step", fontsize=8)
         axes[0].set_ylabel("validation accuracy", fontsize=8)

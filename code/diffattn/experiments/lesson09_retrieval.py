@@ -11,6 +11,8 @@
               read back with diffattn.eval.saved: seed 0's tables and every seed's 4-6-needle accuracy
   study       the low-floor tasks of the CPU study (outputs/study/summary.json, `make train-small`): multi-byte
               needles and `rebind`, with learning curves against their nulls
+  sweep       the recall sweep (outputs/sweep/summary.json, `python -m diffattn sweep`): per cell and variant, the
+              seeds that learned by the effect-size criterion (diffattn.eval.criterion)
 
 The checkpoints ship with the course (`diffattn.shipped`, outputs/models/cpu-tiny/needles/: lesson 08's trainer, seed
 0), so every machine evaluates the same weights. Everything runs on one CPU thread.
@@ -23,7 +25,8 @@ from pathlib import Path
 from diffattn import shipped
 from diffattn.checkpoint import load_model, read_metrics
 from diffattn.cpu import one_thread
-from diffattn.eval import allocation, retrieval, saved
+from diffattn.eval import allocation, retrieval, saved, sweep_report
+from diffattn.experiments import recall_report
 from diffattn.names import EVALUATED, LABELS
 from diffattn.numberkinds import Bound, Stable
 from diffattn.stats import t_interval
@@ -76,6 +79,7 @@ def run(progress: bool = True) -> dict:
         out["variants"][variant]["vs_baseline"] = retrieval.paired(tables[variant], tables["baseline"])
     out["measured"] = measured()
     out["study"] = saved.study().get("retrieval", {})
+    out["sweep"] = recall_report.numbers(saved.sweep())
     return retrieval.without_flags(out)
 
 
@@ -202,6 +206,7 @@ def report(results: dict) -> str:
             lines.append(row(f"seed {seed}, answer loss", [f"{v[n]['answer_loss'][seed]:.2f}" for n in names]))
     if results.get("study"):
         lines += ["", "the CPU study's low-floor tasks (committed in outputs/study/)"] + study_lines(results["study"])
+    lines += recall_report.lines(results.get("sweep", {}))
     return "\n".join(lines)
 
 
@@ -211,6 +216,8 @@ def figures(results: dict, outdir: Path) -> list[Path]:
     for preset, m in results["measured"].items():
         paths.append(retrieval_bars(m["variants"], f"{preset} checkpoints (committed), seed 0",
                                     outdir / f"09-retrieval-{preset}.png"))
+    if results.get("sweep"):  # the phase diagram and the centre's learning curves, from the committed summary
+        paths += sweep_report.figures(saved.sweep(), outdir)
     return paths
 
 
