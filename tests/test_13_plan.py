@@ -89,10 +89,20 @@ def test_transformers5_layout_reads_like_the_older_one():
     assert flat.rope == {"theta": 5e5, "scaling": None}
 
 
-def test_qwen_sliding_window_is_off_unless_used():
-    on = hfconfig.from_dict({**LLAMA, "sliding_window": 4096}, "mistral-like")
-    off = hfconfig.from_dict({**LLAMA, "sliding_window": 4096, "use_sliding_window": False}, "qwen-like")
-    assert on.layer_types == (SLIDING,) * 32 and off.layer_types == (FULL,) * 32 and off.window is None
+def test_each_family_slides_the_layers_its_own_code_slides():
+    """The rules of diffattn.plan.families (tests/test_13_plan_configs.py runs them on real configs)."""
+    def kinds(**fields):
+        return hfconfig.from_dict({**LLAMA, **fields}, "config.json").layer_types
+
+    assert kinds(model_type="mistral", sliding_window=4096) == (SLIDING,) * 32
+    assert kinds(model_type="llama", sliding_window=4096) == (FULL,) * 32  # Llama has no sliding window
+    assert kinds(model_type="qwen2", sliding_window=4096) == (FULL,) * 32  # use_sliding_window defaults to false
+    assert kinds(model_type="qwen2", sliding_window=4096, use_sliding_window=True, max_window_layers=20) == \
+           (FULL,) * 20 + (SLIDING,) * 12
+    assert kinds(model_type="gemma2", sliding_window=4096) == (SLIDING, FULL) * 16
+    assert kinds(model_type="something_new", sliding_window=4096) == (SLIDING,) * 32
+    assert any("assumed to slide" in n for n in hfconfig.from_dict(
+        {**LLAMA, "model_type": "something_new", "sliding_window": 4096}, "c").notes)
 
 
 BAD_CONFIGS = [

@@ -83,6 +83,9 @@ EVIDENCE = {
                                         "queries of each V2 pair copy the trained head, W_λ = 0 (σ = ½) and W_O × 2, "
                                         "so the logits are unchanged at step 0 (tests/test_13_convert.py: ≤ 1e-5 in "
                                         "fp32); a zeroed second query or an undoubled W_O fails that test"),
+    "softcap": Source("code", "huggingface/transformers models/gemma2/modeling_gemma2.py, eager_attention_forward: "
+                              "scores × scaling, then ÷ softcap, tanh, × softcap, before the mask and the softmax "
+                              "(softcap = config.attn_logit_softcapping, 50 in Gemma 2's config.json files)"),
     "global_layers": Source(HYPOTHESIS, "a sliding layer's softmax spreads over at most its window, so its noise "
                                         "floor does not grow with the context; DIFF on global layers only is untested"),
     "accounting": Source("computed", "diffattn.pure.accounting (lesson 04): parameters, KV cache and FLOPs per variant "

@@ -8,7 +8,10 @@
 Fair baselines (lesson 04): every variant is sized from the model's own layer (h heads of d, h_kv KV heads); V2's
 peer with the same query width is `baseline_2h` (2h query heads). V1 exists only where its official module can be
 built: h·d = hidden (it derives d from hidden) and even h and h_kv; elsewhere its row says why.
-Sliding-window layers (Gemma 3) cache and attend to at most `window` tokens; the figures count that.
+Sliding-window layers (Gemma 2 and 3, Mistral, Phi-3) cache and attend to at most `window` tokens; the figures count
+that. A mixture-of-experts FFN (Mixtral, Qwen3-MoE) holds every expert's weights but runs `active_experts` of them per
+token: lesson 04 counts one dense FFN per layer, and `expert_extra` adds the rest (the attention deltas, which DIFF
+changes, do not depend on it).
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ from diffattn.pure.attention import lambda_init
 # 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e), the machine lesson 12 works its example on.
 H200 = {"name": "H200 SXM (datasheet)", "peak_flops": DATASHEET_BF16["H200"], "bandwidth": 4.8e12}
 V1_KERNEL = "two_call"  # the official recommended path (multihead_flashdiff_1: two calls, each reading a 2d value)
+
+
+def expert_extra(arch: Architecture) -> tuple[int, int]:
+    """(weights, weights each token is multiplied by) that the model's FFNs hold beyond lesson 04's count of one FFN
+    of width `arch.ffn` per layer: per MoE layer the other experts (all of them held, active − 1 of them run) and its
+    router (hidden → experts, no bias, always run); per dense layer of an MoE model, its own width. (0, 0) when dense."""
+    if arch.experts == 1:
+        return 0, 0
+    one, router = accounting.ffn_params(arch.hidden, arch.ffn), arch.hidden * arch.experts
+    dense = (arch.layers - arch.moe_layers) * (accounting.ffn_params(arch.hidden, arch.dense_ffn or arch.ffn) - one)
+    held = arch.moe_layers * ((arch.experts - 1) * one + router) + dense
+    run = arch.moe_layers * ((arch.active_experts - 1) * one + router) + dense
+    return held, run
 
 
 def _components(arch: Architecture, variant: str) -> dict[str, int]:
@@ -68,6 +84,7 @@ def attended_keys(arch: Architecture, context: int) -> float:
 def layer_table(arch: Architecture, context: int, bytes_per_value: int = 2) -> dict:
     """Per variant: weights, shapes, deltas, KV cache and FLOPs; inapplicable variants carry their reason."""
     config = model_config(arch)
+    held, run = expert_extra(arch)
     rows: dict[str, dict] = {}
     for variant, why_not in applicable(arch).items():
         if why_not:
@@ -77,14 +94,14 @@ def layer_table(arch: Architecture, context: int, bytes_per_value: int = 2) -> d
         per_layer_token = accounting.kv_cache_bytes_per_token(variant, 1, arch.heads, arch.head_dim, arch.kv_heads,
                                                               bytes_per_value)
         core_unit = accounting.attention_flops_per_token(variant, arch.heads, arch.head_dim, 1, arch.kv_heads, V1_KERNEL)
-        projections = accounting.forward_flops_per_token(config, variant, context, V1_KERNEL)["projections"]
+        projections = accounting.forward_flops_per_token(config, variant, context, V1_KERNEL)["projections"] + 2 * run
         core = core_unit * attended_keys(arch, context)
         rows[variant] = {
             "applicable": True,
             "components": parts,
             "shapes": shapes(parts, arch.hidden),
             "attention_per_layer": sum(parts.values()),
-            "model_params": accounting.model_params(config, variant, arch.tied_embeddings)["total"],
+            "model_params": accounting.model_params(config, variant, arch.tied_embeddings)["total"] + held,
             "kv_bytes_per_token_per_layer": per_layer_token,
             "kv_bytes_at_context": per_layer_token * arch.cached_tokens(context),
             "forward_flops_per_token": {"attention_core": core, "projections": projections,
@@ -113,24 +130,36 @@ def decode_table(arch: Architecture, context: int, machine: dict = H200, bytes_p
     """One decode step at batch 1, and B*, per applicable variant, from lesson 12's roofline.
 
     Sliding layers hold fewer tokens, so the step is taken at the mean cached length per layer, rounded up: exact for
-    all-global models, at most one token per layer over for the others (roofline.decode_step is linear in it)."""
+    all-global models, at most one token per layer over for the others (roofline.decode_step is linear in it).
+    A mixture-of-experts step at batch 1 reads and runs only its active experts; its B* counts every expert's weights,
+    since at the batches where decode turns compute-bound the tokens reach all of them, and each sequence's FLOPs
+    through its active experts."""
     config = model_config(arch)
+    held, run = expert_extra(arch)
     mean_cached = math.ceil(arch.cached_tokens(context) / arch.layers)
+    peak, bandwidth = machine["peak_flops"], machine["bandwidth"]
     rows = {}
     for variant, why_not in applicable(arch).items():
         if why_not:
             continue
         step = roofline.decode_step(config, variant, mean_cached, 1, bytes_per_value, V1_KERNEL)
-        seconds = roofline.step_seconds(step, machine["peak_flops"], machine["bandwidth"])
-        rows[variant] = {"flops": step.flops, "bytes": step.bytes, "seconds": seconds,
-                         "crossover_batch": roofline.crossover_batch(config, variant, mean_cached, machine["peak_flops"],
-                                                                     machine["bandwidth"], bytes_per_value, V1_KERNEL),
+        step = accounting.DecodeStep(step.flops + 2 * run, step.bytes + bytes_per_value * run)
+        if arch.experts == 1:
+            crossover = roofline.crossover_batch(config, variant, mean_cached, peak, bandwidth, bytes_per_value,
+                                                 V1_KERNEL)
+        else:
+            weights = accounting.matmul_params(config, variant)
+            crossover = roofline.roofline_crossover(
+                bytes_per_value * (weights + held), step.flops, step.bytes - bytes_per_value * (weights + run), peak,
+                bandwidth)
+        rows[variant] = {"flops": step.flops, "bytes": step.bytes, "seconds": roofline.step_seconds(step, peak, bandwidth),
+                         "crossover_batch": crossover,
                          "kv_read_per_token": accounting.decode_kv_read_bytes(
                              variant, arch.heads, arch.head_dim, arch.kv_heads, bytes_per_value, V1_KERNEL)}
     for row in rows.values():
         row["seconds_vs_baseline"] = row["seconds"] / rows["baseline"]["seconds"]
-    return {"machine": machine, "mean_cached_tokens": mean_cached, "ridge": roofline.ridge_point(
-        machine["peak_flops"], machine["bandwidth"]), "variants": rows}
+    return {"machine": machine, "mean_cached_tokens": mean_cached, "ridge": roofline.ridge_point(peak, bandwidth),
+            "variants": rows}
 
 
 def budget_cost(layers: dict, tokens: int) -> dict:

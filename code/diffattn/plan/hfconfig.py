@@ -6,11 +6,13 @@
     from_preset      a course preset (cpu-tiny, …, diffattn.config.PRESETS) or a shipped example (EXAMPLES)
     model_config     the Architecture as lesson 04's ModelConfig, so every count comes from diffattn.pure.accounting
 
-Field names are transformers' (Llama, Qwen3, Gemma 3, Mistral): hidden_size, num_attention_heads,
-num_key_value_heads, head_dim, intermediate_size, num_hidden_layers, max_position_embeddings, vocab_size,
-rope_theta / rope_scaling (transformers < 5) or rope_parameters (≥ 5, per layer type for Gemma 3), layer_types or
-sliding_window (+ Gemma 3's sliding_window_pattern). An explicit head_dim wins over hidden / heads: Qwen3-4B's query
-width is 32 × 128 = 4096 at hidden 2560. Anything inconsistent raises ConfigError with one line naming the field.
+Field names are transformers' (Llama, Mistral, Mixtral, Qwen2/3, Gemma 2/3, Phi-3): hidden_size,
+num_attention_heads, num_key_value_heads, head_dim, intermediate_size, num_hidden_layers, max_position_embeddings,
+vocab_size, rope_theta / rope_scaling (transformers < 5) or rope_parameters (≥ 5, per layer type for Gemma 3),
+layer_types or the family's own sliding rule (diffattn.plan.families), the experts of a mixture-of-experts FFN and
+attn_logit_softcapping. An explicit head_dim wins over hidden / heads: Qwen3-4B's query width is 32 × 128 = 4096 at
+hidden 2560. A field the file omits takes its transformers default where that changes the count (named in the plan's
+notes); anything inconsistent, or attention the accounting cannot count, raises ConfigError in one line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 from diffattn.config import PRESETS
 from diffattn.errors import require
+from diffattn.plan import families
+from diffattn.plan.families import FULL, SLIDING
 from diffattn.pure.accounting import ModelConfig
 from diffattn.results import read_json
 
@@ -28,7 +32,6 @@ EXAMPLES_DIR = Path(__file__).resolve().parent / "configs"
 # The shipped example configs, by name: --preset llama-3.1-8b works like --config EXAMPLES_DIR/llama-3.1-8b.json
 EXAMPLES = tuple(sorted(p.stem for p in EXAMPLES_DIR.glob("*.json")))
 REQUIRED = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "max_position_embeddings")
-FULL, SLIDING = "full_attention", "sliding_attention"
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,13 @@ class Architecture:
     layer_types: tuple[str, ...]
     window: int | None
     notes: tuple[str, ...]  # what the reader assumed (a default it filled in), quoted in the plan
+    # a mixture-of-experts FFN: `experts` of width `ffn` in `moe_layers` layers, `active_experts` run per token
+    # (the other layers: a dense FFN of `dense_ffn`); dense models keep 1, 1, 0
+    experts: int = 1
+    active_experts: int = 1
+    moe_layers: int = 0
+    dense_ffn: int | None = None
+    attn_softcap: float | None = None  # attn_logit_softcapping: scores capped as cap·tanh(s/cap) before the softmax
 
     @property
     def query_width(self) -> int:
@@ -95,34 +105,6 @@ def _rope(raw: dict) -> dict:
     return {"theta": raw.get("rope_theta"), "scaling": scaling}
 
 
-def _layer_types(raw: dict, layers: int, where: str) -> tuple[tuple[str, ...], int | None]:
-    """Which layers slide: layer_types when given; else Gemma 3's sliding_window_pattern (every pattern-th layer is
-    full: transformers' `(i + 1) % pattern`); else a sliding_window applies to every layer unless
-    use_sliding_window is false (Qwen); else all layers are full."""
-    window = raw.get("sliding_window")
-    types = raw.get("layer_types")
-    if types is not None:
-        require(isinstance(types, list) and len(types) == layers,
-                f"layer_types must list one type per layer ({layers}) in {where} (got {types!r:.80})")
-        unknown = sorted({t for t in types if t not in (FULL, SLIDING)})
-        require(not unknown, f"layer_types has {', '.join(map(str, unknown))} in {where}: the planner models only "
-                             f"{FULL} and {SLIDING} layers")
-        kinds = tuple(types)
-    elif window is not None and raw.get("use_sliding_window") is not False:
-        pattern = raw.get("sliding_window_pattern")
-        if pattern is None:
-            kinds = (SLIDING,) * layers
-        else:
-            pattern = _count(raw, "sliding_window_pattern", where)
-            kinds = tuple(FULL if (i + 1) % pattern == 0 else SLIDING for i in range(layers))
-    else:
-        kinds = (FULL,) * layers
-    if SLIDING not in kinds:
-        return kinds, None
-    require(window is not None, f"{where} has sliding_attention layers but no sliding_window")
-    return kinds, _count(raw, "sliding_window", where)
-
-
 def from_dict(raw: Any, source: str) -> Architecture:
     """Parse a config.json's content; `source` names it in every message."""
     require(isinstance(raw, dict), f"{source} is not a JSON object")
@@ -133,8 +115,9 @@ def from_dict(raw: Any, source: str) -> Architecture:
     missing = [key for key in REQUIRED if raw.get(key) is None]
     require(not missing, f"{source} (model_type {model_type!r}) lacks {', '.join(missing)}: the planner reads "
                          f"transformers' decoder fields (Llama, Qwen, Gemma, Mistral names)")
+    families.refuse_unknown(raw, source)
+    raw, notes = families.with_defaults(raw, model_type)
     hidden, heads = _count(raw, "hidden_size", source), _count(raw, "num_attention_heads", source)
-    notes = []
     if raw.get("num_key_value_heads") is None:
         kv_heads = heads
         notes.append("num_key_value_heads is absent: multi-head attention (transformers' default, one KV head per head)")
@@ -153,14 +136,18 @@ def from_dict(raw: Any, source: str) -> Architecture:
     vocab = raw.get("vocab_size")
     if vocab is not None:
         vocab = _count(raw, "vocab_size", source)
-    layers = _count(raw, "num_hidden_layers", source)
-    kinds, window = _layer_types(raw, layers, source)
+    layers, dense_ffn = _count(raw, "num_hidden_layers", source), _count(raw, "intermediate_size", source)
+    kinds, window, slide_notes = families.layer_kinds(raw, model_type, layers, source)
+    experts, active, ffn, moe_layers = families.experts(raw, layers, dense_ffn, source)
+    softcap = raw.get("attn_logit_softcapping")
+    require(softcap is None or (isinstance(softcap, (int, float)) and not isinstance(softcap, bool) and softcap > 0),
+            f"attn_logit_softcapping must be a positive number or null in {source} (got {softcap!r})")
     return Architecture(
         source=source, model_type=model_type, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-        ffn=_count(raw, "intermediate_size", source), layers=layers,
-        max_positions=_count(raw, "max_position_embeddings", source), vocab=vocab,
+        ffn=ffn, layers=layers, max_positions=_count(raw, "max_position_embeddings", source), vocab=vocab,
         tied_embeddings=bool(raw.get("tie_word_embeddings", True)), rope=_rope(raw), layer_types=kinds,
-        window=window, notes=tuple(notes))
+        window=window, notes=tuple(notes + slide_notes), experts=experts, active_experts=active, moe_layers=moe_layers,
+        dense_ffn=dense_ffn if experts > 1 else None, attn_softcap=float(softcap) if softcap else None)
 
 
 def read_config(path: Path | str) -> Architecture:

@@ -41,9 +41,12 @@ def architecture_line(plan: dict) -> str:
     rope = a["rope"]
     scaling = f", scaling {rope['scaling'].get('rope_type', rope['scaling'].get('type'))}" if rope["scaling"] else ""
     sliding = f"; {a['sliding_layers']} of {a['layers']} layers slide over {a['window']:,} tokens" if a["window"] else ""
+    ffn = (f"{a['experts']} experts of FFN {a['ffn']} in {a['moe_layers']} layers, {a['active_experts']} per token"
+           if a["experts"] > 1 else f"FFN {a['ffn']}")
+    cap = f"; attention scores capped at {a['attn_softcap']:g}" if a["attn_softcap"] else ""
     return (f"{a['model_type']}: hidden {a['hidden']}, {a['heads']} heads × d {a['head_dim']} (query width "
-            f"{a['query_width']}), {a['kv_heads']} KV heads, {a['layers']} layers, FFN {a['ffn']}, vocab "
-            f"{a['vocab'] or 'n/a'}, max positions {a['max_positions']:,}, RoPE θ {rope['theta']}{scaling}{sliding}")
+            f"{a['query_width']}), {a['kv_heads']} KV heads, {a['layers']} layers, {ffn}, vocab "
+            f"{a['vocab'] or 'n/a'}, max positions {a['max_positions']:,}, RoPE θ {rope['theta']}{scaling}{sliding}{cap}")
 
 
 def layer_rows(plan: dict) -> list[str]:

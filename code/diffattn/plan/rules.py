@@ -3,8 +3,13 @@ and an evaluation plan (stdlib only). Every rule is a `Rule(text, evidence ids)`
 a rule whose only support is a HYPOTHESIS id is printed as a hypothesis.
 
 Procedure, in order (the skill file prints it):
- 1. hard rejects: an inconsistent config, a context past max_position_embeddings without RoPE scaling, a budget
-    that is not a positive token count (hfconfig and the command raise them: exit 2, nothing written);
+ 1. hard rejects: an inconsistent config, attention lesson 04's accounting cannot count (DeepSeek's latent
+    attention, chunked attention) or shared experts, a context past max_position_embeddings without RoPE scaling, a
+    budget that is not a positive token count (hfconfig and the command raise them: exit 2, nothing written). The
+    config is read as transformers reads it: which layers slide follows the family's own rule (Gemma 2 alternates,
+    Gemma 3 keeps one global layer in six, Qwen's window is off unless use_sliding_window), a field the file omits
+    takes its transformers default (named in the plan's notes), and a mixture-of-experts FFN counts every expert held
+    and its active ones run;
  2. variant: DIFF V2 wherever the layout allows (always: it needs only h_kv | h); V1 is listed as the
     parameter-neutral alternative where its official module can be built, with its decode and kernel costs;
  3. verdict from the mode: pretrain adopts V2 (for medium/high hallucination profiles as the point of the change,
@@ -12,7 +17,8 @@ Procedure, in order (the skill file prints it):
     uptrain and finetune are experiments behind a rollback rule: DEX reports gains from retrofitting pretrained LLMs
     with a related operator (O − λ·f(O); its tables not verified here), but no published run converts to V1 or V2 and
     reports a quality gain;
- 4. caveats from the context and budget: outside the published range (below 10B tokens, above 64K) is a hypothesis.
+ 4. caveats from the context, budget and architecture: outside the published range (below 10B tokens, above 64K,
+    sliding-window layers, soft-capped attention scores) is a hypothesis.
 """
 
 from __future__ import annotations
@@ -145,6 +151,14 @@ def caveats(arch: Architecture, context: int, budget: int, mode: str) -> list[Ru
         rules.append(Rule(f"{arch.sliding_layers} of {arch.layers} layers slide over {arch.window:,} tokens: the plan "
                           "converts every layer, as every published DIFF model is all-global; DIFF on the global layers "
                           "alone is untested", ("global_layers",)))
+    if arch.attn_softcap:
+        cap = f"{arch.attn_softcap:g}"
+        rules.append(Rule(f"attn_logit_softcapping {cap}: this model caps every attention score as {cap}·tanh(s/{cap}) "
+                          "before its softmax. A DIFF conversion must cap both maps' scores the same way; the official "
+                          "DIFF code and every published DIFF run have no cap, so how a cap interacts with subtracting "
+                          "two maps is untested; and V2's single kernel call needs a kernel that applies the cap "
+                          "(PyTorch's scaled_dot_product_attention has no cap argument)",
+                          ("softcap", "v2_code", HYPOTHESIS)))
     return rules
 
 
@@ -242,9 +256,15 @@ def evaluation(arch: Architecture, context: int) -> list[tuple[str, str]]:
     shape = (f"python -m diffattn accounting --hidden {arch.hidden} --heads {arch.heads} --head-dim {arch.head_dim} "
              f"--layers {arch.layers} --kv-heads {arch.kv_heads} --ffn {arch.ffn}"
              f"{f' --vocab {arch.vocab}' if arch.vocab else ''} --context {context}")
-    recompute = ("recomputes the parameter, KV-cache and FLOP rows above" if arch.query_width == arch.hidden else
-                 "refuses this shape (lesson 04 ties h·d to hidden; the plan's rows come from the same functions with "
-                 "head_dim free)")
+    if arch.query_width != arch.hidden:
+        recompute = ("refuses this shape (lesson 04 ties h·d to hidden; the plan's rows come from the same functions "
+                     "with head_dim free)")
+    elif arch.experts > 1:
+        recompute = (f"recomputes the attention-weight and KV-cache rows above; its whole-model parameters and FLOPs "
+                     f"count one FFN of width {arch.ffn} per layer, where the plan's add the other "
+                     f"{arch.experts - 1} experts and the routers")
+    else:
+        recompute = "recomputes the parameter, KV-cache and FLOP rows above"
     return [
         (shape, recompute),
         ("python -m diffattn compare --preset cpu-small --task needles --seeds 3",

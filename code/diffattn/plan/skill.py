@@ -42,6 +42,7 @@ REJECTS = (
     ("KV heads not dividing heads", {"num_key_value_heads": 5}),
     ("a missing field", {"intermediate_size": None}),
     ("an unknown model_type without the fields", {"model_type": "gpt2", "hidden_size": None, "n_embd": 768}),
+    ("multi-head latent attention (DeepSeek-V2/V3)", {"model_type": "deepseek_v2", "kv_lora_rank": 512}),
 )
 BASE = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
         "intermediate_size": 14336, "num_hidden_layers": 32, "max_position_embeddings": 8192}
