@@ -116,7 +116,7 @@ gpu-check:
 	bash scripts/gpu_check.sh
 
 gpu-rehearsal: $(STAMP)
-	OUT=outputs/gpu/rehearsal PYTHON=$(PY) bash scripts/gpu_check.sh --cpu
+	PYTHON=$(PY) bash scripts/gpu_check.sh --cpu outputs/gpu/rehearsal
 
 clean:
 	rm -rf $(VENV) .pytest_cache results.json mutants autograder.zip

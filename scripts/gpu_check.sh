@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The one prepared GPU run (DEVELOPERS.md, "The GPU"): at most 6 minutes on an H200, so that a second try fits in the
-# 15 device minutes, and everything it finished comes back even when a step fails or runs out of time.
+# The prepared GPU run: every GPU check, benchmark and a short training run, within a 330 s deadline (about 6 minutes
+# on an H200), leaving whatever it finished even when a step fails or runs out of time.
 #
-#   OUT=/some/dir bash scripts/gpu_check.sh          on the GPU machine: PYTHONPATH=code, its own python3, no installs
-#   OUT=/some/dir bash scripts/gpu_check.sh --cpu    the dress rehearsal: the same steps at CPU sizes
-#                                                    (make gpu-rehearsal; tests/test_gpu_script.py in make test)
+#   bash scripts/gpu_check.sh [OUT_DIR]          on a CUDA machine: PYTHONPATH=code, its own python3, no installs
+#   bash scripts/gpu_check.sh --cpu [OUT_DIR]    the dress rehearsal: the same steps at CPU sizes
+#                                                (make gpu-rehearsal; tests/test_gpu_script.py in make test)
 #
-# What comes back: $OUT holds three files, rewritten after every step (the machine returns at most 8 files):
+# OUT_DIR defaults to outputs/gpu/local (--cpu: outputs/gpu/rehearsal, git-ignored); without the argument the
+# environment variable OUT, where set, names it instead. It ends up holding three files, each replaced whole after
+# every step, and nothing else:
 #   gpu-check.json   the summary: steps (status, seconds), GPU, driver, torch/CUDA/cuDNN/Triton, compile smoke test,
 #                    kernel agreement and the SDPA kernel SDPA picks, measured GEMM TFLOP/s and copy GB/s, attention
 #                    ops with the kernel that ran, decode points, per variant tokens/s and MFU against the measured
-#                    and the datasheet peak, issue 16's `targets` with met flags, evaluation status
+#                    and the datasheet peak, the throughput and decode `targets` with met flags, evaluation status
 #                    (diffattn/gpu_run.py builds it from whatever the steps left)
 #   gpu-results.tgz  every step's full results and log (compare-*/summary.json, table.txt, compare.png, eval-*/...)
 #   last-step.log    the log of the step that ran last
@@ -19,7 +21,7 @@
 # Steps, each under `timeout` with a kill-after, all under one deadline (GPU_CHECK_BUDGET, default 330 s: a step
 # gets at most what is left; one that cannot get GPU_MIN_STEP seconds is skipped and says so). The 15 s between
 # a step's SIGTERM and its SIGKILL (GPU_GRACE) come out of that budget, so the script ends within 330 s plus the
-# packing after each step (a second each). Estimates for an H200 (issue 15's measurements there: bf16 GEMM about
+# packing after each step (a second each). Estimates for an H200 (an earlier measurement there: bf16 GEMM about
 # 790 TFLOP/s, copy about 4.3 TB/s), from FLOPs and start-up costs; not yet measured by this script:
 #   environment   nvidia-smi and torch import                                                          ~5 s   limit 30
 #   compile       torch.compile smoke test, Inductor (a few Triton kernels, forward + backward)       ~15 s   limit 60
@@ -40,14 +42,24 @@
 # quotes them. The full preset is 1,200 steps per variant (GPU_TRAIN_STEPS=1200 GPU_CHECK_BUDGET=3600 on a machine
 # held longer).
 set -uo pipefail
-cd "$(dirname "$0")/.."
 MODE=gpu
-case "${1:-}" in
-    --cpu) MODE=cpu ;;
-    "") ;;
-    *) echo "usage: OUT=dir bash scripts/gpu_check.sh [--cpu]" >&2; exit 2 ;;
-esac
-OUT=${OUT:-outputs/gpu/local}
+FOLDER=""
+USAGE="usage: bash scripts/gpu_check.sh [--cpu] [OUT_DIR]"
+for arg in "$@"; do
+    case "$arg" in
+        --cpu) MODE=cpu ;;
+        -*) echo "$USAGE (unknown option $arg)" >&2; exit 2 ;;
+        *) [ -n "$FOLDER" ] && { echo "$USAGE (one OUT_DIR, got $FOLDER and $arg)" >&2; exit 2; }
+           FOLDER=$arg ;;
+    esac
+done
+OUT=${FOLDER:-${OUT:-}}
+[ -n "$OUT" ] && [ "${OUT#/}" = "$OUT" ] && OUT=$PWD/$OUT  # a relative OUT_DIR is the caller's, not the repository's
+cd "$(dirname "$0")/.."
+if [ -z "$OUT" ]; then
+    OUT=outputs/gpu/local
+    [ "$MODE" = cpu ] && OUT=outputs/gpu/rehearsal
+fi
 PY=${PYTHON:-python3}
 GRACE=${GPU_GRACE:-15}            # seconds between a step's SIGTERM (it saves what it finished) and SIGKILL
 MIN_STEP=${GPU_MIN_STEP:-20}
@@ -73,7 +85,7 @@ else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run
     BUDGET=${GPU_CHECK_BUDGET:-900}
 fi
 
-pack() {  # the summary, the packed results and the last log into $OUT (three files, each replaced whole)
+pack() {  # the summary, the packed results and the last log into OUT_DIR (three files, each replaced whole)
     "$PY" -m diffattn.gpu_run summary "$STAGE" --out "$STAGE/gpu-check.json" >> "$STAGE/logs/summary.log" 2>&1
     tar -czf "$WORK/gpu-results.tgz" -C "$STAGE" .
     [ $? -le 1 ] && mv -f "$WORK/gpu-results.tgz" "$OUT/gpu-results.tgz"  # 1: a file changed while read; still packed
@@ -162,7 +174,7 @@ if [ "$TRAIN_STEPS" != 0 ]; then
         ${COMPILE[@]+"${COMPILE[@]}"} ${SIZE[@]+"${SIZE[@]}"} --no-progress --out "$STAGE/compare-$PRESET"
 fi
 if [ "$EVAL_STEPS" != 0 ]; then
-    # scipy: its intervals (diffattn.stats); issue 15's list of the GPU machine's packages does not name it
+    # scipy: its intervals (diffattn.stats); a bare GPU machine may not have it
     step eval 600 --needs "scipy tqdm" "$PY" -m diffattn eval suite --preset "$PRESET" --steps "$EVAL_STEPS" \
         --warmup-steps 1 --no-compile --samples 1 --out "$STAGE/eval-$PRESET"
 fi

@@ -1,7 +1,7 @@
 """scripts/gpu_check.sh, rehearsed on CPU (`--cpu`: cpu-tiny, compiled, bf16 autocast on CPU): every step runs and
-leaves its results, and $OUT holds only what the GPU machine sends back (DEVELOPERS.md, "The GPU": at most 8 files,
-16 MiB each, two folders deep, names of letters, digits, '.', '_', '-'). The transfer rules and the deadline are
-tested on their own, without training anything."""
+leaves its results, and its output folder holds only what the script promises (three files; `out_problems`: at most
+8 files of 16 MiB, two folders deep, names of letters, digits, '.', '_', '-'). The folder's choice (argument, then
+OUT, then the default), the transfer rules and the deadline are tested on their own, without training anything."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def run_script(out: Path, tmp: Path, *args: str, **env: str) -> subprocess.Compl
                  if not k.startswith("GPU_") and k not in ("DIFFATTN_CHECKPOINTS", "DIFFATTN_COMPILE_BACKEND")}
     # One PyTorch thread: the rehearsal's tiny compiled models took 164 s of CPU with two threads (each waiting on the
     # other) and 41 s with one, side by side on an idle 2-core machine; what it checks does not depend on the count.
-    environment = {**inherited, "OUT": str(out), "PYTHON": sys.executable, "TMPDIR": str(tmp),
-                   "OMP_NUM_THREADS": "1", **env}
-    return subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), *args], cwd=ROOT, env=environment,
+    inherited.pop("OUT", None)
+    environment = {**inherited, "PYTHON": sys.executable, "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1", **env}
+    return subprocess.run(["bash", str(ROOT / "scripts/gpu_check.sh"), *args, str(out)], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=1200)
 
 
@@ -194,3 +194,39 @@ def test_transfer_rules_reject_what_would_not_come_back(tmp_path, make, problem)
 def test_a_bad_flag_is_one_line_and_exit_2(tmp_path):
     run = run_script(tmp_path / "out", tmp_path, "--gpu-please")
     assert run.returncode == 2 and run.stderr.strip().count("\n") == 0 and "usage" in run.stderr
+
+
+def stub_run(tmp: Path, args: list[str], cwd: Path, script: Path = ROOT / "scripts/gpu_check.sh",
+             **env: str) -> subprocess.CompletedProcess:
+    """The script with a Python that does nothing and no time left: every step is skipped at once and packed, in
+    under a second; what is left to see is where the files go."""
+    python = tmp / "python"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+    environment = {k: v for k, v in os.environ.items() if k != "OUT" and not k.startswith("GPU_")}
+    environment |= {"PYTHON": str(python), "TMPDIR": str(tmp), "GPU_CHECK_BUDGET": "0", **env}
+    return subprocess.run(["bash", str(script), "--cpu", *args], cwd=cwd, env=environment, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_output_folder_is_the_argument_then_out_then_the_default(tmp_path):
+    """OUT_DIR, given, wins over the environment's OUT; a relative one is the caller's (the script itself works from
+    the repository root); OUT is the fallback."""
+    (tmp_path / "caller").mkdir()
+    run = stub_run(tmp_path, ["given"], cwd=tmp_path / "caller", OUT=str(tmp_path / "from-env"))
+    assert run.returncode == 1, run.stderr  # every step skipped: incomplete
+    assert sorted(p.name for p in (tmp_path / "caller" / "given").iterdir()) == ["gpu-results.tgz", "last-step.log"]
+    assert not (tmp_path / "from-env").exists() and not (ROOT / "given").exists()
+    run = stub_run(tmp_path, [], cwd=tmp_path / "caller", OUT="env-relative")
+    assert (tmp_path / "caller" / "env-relative" / "gpu-results.tgz").is_file(), run.stderr
+    copy = tmp_path / "repository" / "scripts" / "gpu_check.sh"  # neither: the default, in the script's repository
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes((ROOT / "scripts/gpu_check.sh").read_bytes())
+    run = stub_run(tmp_path, [], cwd=tmp_path / "caller", script=copy)
+    assert (tmp_path / "repository" / "outputs" / "gpu" / "rehearsal" / "gpu-results.tgz").is_file(), run.stderr
+
+
+def test_two_output_folders_are_one_line_and_exit_2(tmp_path):
+    run = stub_run(tmp_path, ["a", "b"], cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.strip().count("\n") == 0 and "usage" in run.stderr, run.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
