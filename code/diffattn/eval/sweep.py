@@ -28,6 +28,10 @@ and keep everything else, beside V2 and baseline_2h from stage 1:
     diff_v2-sum         a + σ(λ)·b instead of a − σ(λ)·b: V2's heads, widths and gate with nothing subtracted, i.e.
                         baseline_2h's 2h query heads summed pairwise down to V2's output width
 
+Also in stage 3, a replication (added after the centre's first two V2 seeds had stayed on the plateau, before it
+ran): the layout in which V2 was first seen to learn, 8 pairs with every key asked and no padding at all (64 → 32
+bytes per sequence) at the preset's 2,000 steps, every variant, five seeds.
+
 "Learned" is the course's criterion (diffattn.eval.criterion) on the trainer's 256 validation examples
 at the last step; "leaves the plateau" is the first evaluation (every 100 steps) whose accuracy − null reaches the
 criterion's margin.
@@ -63,11 +67,13 @@ class Cell:
     answers: int
     pad: str
     steps: int
+    seq_len: int = 64  # the preset's
 
     @property
     def key(self) -> str:
-        """'mqar-A8-end-S3000': the cell as a folder name and a result key."""
-        return f"{self.task}-A{self.answers}-{self.pad}-S{self.steps}"
+        """'mqar-A8-end-S3000' (and '-T32' for another context than 64): the cell as a folder name and a result key."""
+        return f"{self.task}-A{self.answers}-{self.pad}-S{self.steps}" + (f"-T{self.seq_len}" if self.seq_len != 64
+                                                                           else "")
 
     @property
     def options(self) -> dict[str, Any]:
@@ -80,7 +86,7 @@ class Cell:
     def run(self, name: str, seed: int) -> Run:
         variant, changes = (VARIANTS | MECHANISM)[name]
         return Run("sweep", f"sweep-{self.key}-{name}", PRESET, variant, TASK_IDS[self.task], seed, changes,
-                   self.options, self.steps)
+                   self.options, self.steps, None if self.seq_len == 64 else self.seq_len)
 
 
 CENTRE = Cell("mqar", 8, "end", 3000)
@@ -94,6 +100,7 @@ CELLS = (
     Cell("rebind_all", 8, "end", 3000),
     Cell("needles3", 4, "haystack", 3000),
 )
+REPLICATION = Cell("mqar", 8, "end", 2000, seq_len=32)  # 2·8 + 1 + 2·8 = 33 bytes: no padding left
 CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
 STAGES = (1, 2, 3)
 DIFF = ("diff_v1", "diff_v1-lambda_init0.8", "diff_v2")
@@ -124,7 +131,10 @@ def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = Non
     """Every run of the sweep up to `stage`, the centre first (it decides the lesson), then cell by cell."""
     require(stage in STAGES, f"--stage is one of {', '.join(map(str, STAGES))} (got {stage})")
     runs = [cell.run(name, s) for cell in CELLS for s in seeds(cell, stage, learned) for name in VARIANTS]
-    return runs + ([CENTRE.run(name, s) for s in CENTRE_SEEDS for name in MECHANISM] if stage >= 3 else [])
+    if stage >= 3:
+        runs += [CENTRE.run(name, s) for s in CENTRE_SEEDS for name in MECHANISM]
+        runs += [REPLICATION.run(name, s) for s in CENTRE_SEEDS for name in VARIANTS]
+    return runs
 
 
 def add_parser(sub) -> None:

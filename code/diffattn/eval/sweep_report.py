@@ -17,7 +17,7 @@ from diffattn import checkpoint
 from diffattn.data import make_task, nulls
 from diffattn.errors import require
 from diffattn.eval import criterion
-from diffattn.eval.sweep import CELLS, CENTRE, CONTROL, MECHANISM, VARIANT_LABELS, VARIANTS, Cell, plan
+from diffattn.eval.sweep import CELLS, CENTRE, CONTROL, MECHANISM, REPLICATION, VARIANT_LABELS, VARIANTS, Cell, plan
 from diffattn.stats import clustered_difference
 from diffattn.study import Run
 
@@ -54,7 +54,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
     for r in runs:
         by_cell.setdefault(_cell_of(r).key, {}).setdefault(_variant_of(r), []).append(r)
     cells: dict[str, Any] = {}
-    for cell in CELLS:
+    for cell in (*CELLS, REPLICATION):
         if cell.key not in by_cell:
             continue
         first = next(iter(by_cell[cell.key].values()))[0]
@@ -83,7 +83,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
 
 
 def _cell_of(run: Run) -> Cell:
-    return next(c for c in CELLS if run.name.startswith(f"sweep-{c.key}-"))
+    return next(c for c in (*CELLS, REPLICATION) if run.name.startswith(f"sweep-{c.key}-"))
 
 
 def _variant_of(run: Run) -> str:
