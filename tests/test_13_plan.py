@@ -351,25 +351,29 @@ def test_the_warm_start_study_becomes_a_risk_of_converting_only(tmp_path):
 
 
 def test_a_measured_decode_benchmark_replaces_the_roofline_assumption(tmp_path):
-    """The planner reads lesson 12's runs (<run>/roofline.json) and picks the quietest, whatever the folders' order."""
+    """The planner reads lesson 12's runs (<run>/roofline.json) and picks the quietest, whatever the folders' order,
+    of those diffattn.hardware.reliability passes."""
     assert evidence.measured_decode(tmp_path) is None
 
-    def run(folder, ratio, peak_load):
-        rows = [{"variant": v, "context": c, "batch": b, "ms": ms} for v, c, b, ms in
+    def run(folder, ratio, peak_load, cores=16, of_roofline=0.5):
+        rows = [{"variant": v, "context": c, "batch": b, "ms": ms, "of_roofline": of_roofline} for v, c, b, ms in
                 [("baseline", 1024, 1, 2.0), ("diff_v2", 1024, 1, 2.0 * ratio), ("baseline", 512, 1, 1.0),
                  ("diff_v2", 1024, 8, 9.0)]] + [{"variant": "diff_v1", "context": 1024, "batch": 1, "error": "oom"}]
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "roofline.json").write_text(json.dumps(
             {"decode": rows, "load_average": {"start": [peak_load / 2, 1, 1], "decode": [peak_load, 1, 1], "train": []},
-             "machine": {"cpu": "AMD EPYC", "threads": 1}}))
+             "machine": {"cpu": "AMD EPYC", "threads": 1, "cores": cores}}))
 
     (tmp_path / "a-unreadable").mkdir()
     (tmp_path / "a-unreadable" / "roofline.json").write_text(json.dumps({"decode": "not rows"}))
     run("b-loaded", 1.5, 9.0)
     run("c-quiet", 1.05, 1.5)
     run("d-louder", 1.2, 2.5)
+    run("e-quieter-but-above-its-roofline", 0.5, 0.5, of_roofline=3.0)
+    run("f-quieter-but-busy-cores", 0.5, 1.0, cores=1)
     found = evidence.measured_decode(tmp_path)
     assert found["file"].endswith("c-quiet/roofline.json") and found["peak_load"] == 1.5 and found["runs"] == 3
+    assert found["unreliable"] == 2
     assert found["context"] == 1024 and found["ratio"] == {"diff_v2": pytest.approx(1.05)}
     plan = make_plan(hfconfig.from_preset("qwen3-4b"), 4096, "high", 10**12, "pretrain", measured={"decode": found})
     assert "measured_decode" in plan["throughput"][0]["evidence"] and "measured_decode" in plan["evidence"]

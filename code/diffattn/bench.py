@@ -4,7 +4,9 @@
                                              Hugging Face DiffLlama (when transformers is installed)
     python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
 
-Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error.
+Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error. The JSON says
+whether the run can be believed (`diffattn.hardware.reliability`: the calibration GEMM not far below the attention
+kernels it timed, a load average below the usable cores) as `"reliable"` and `"reasons"`; the report warns when not.
 
 Attention-op TFLOP/s use the FlashAttention benchmark convention (Dao-AILab/flash-attention,
 benchmarks/benchmark_flash_attention.py and hopper/benchmark_attn.py, `flops()`): forward = 2·B·H_q·S_q·S_k·
@@ -25,7 +27,7 @@ from torch import Tensor
 from diffattn.config import PRESETS
 from diffattn.cpu import threads
 from diffattn.errors import ConfigError, one_line
-from diffattn.hardware import cpu_name, load_average
+from diffattn.hardware import cpu_name, load_average, reliability, usable_cores, warning_line
 from diffattn.results import write_json_atomic
 from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses
 from diffattn.nn.kernels import (
@@ -260,7 +262,13 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
     iters = 3 if quick else 10
     info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
             "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "load_average": {"start": load_average()}}
+            "usable_cores": usable_cores(), "load_average": {"start": load_average()}}
+    written = saved
+
+    def saved(partial: dict) -> None:  # every file written carries the verdict on what it holds so far
+        partial.update(reliability(partial))
+        written(partial)
+
     shapes, dtype = (GPU_SHAPES, torch.bfloat16) if dev.type == "cuda" else (CPU_SHAPES, torch.float32)
     try:
         info["calibration"] = calibrate(dev)
@@ -281,7 +289,10 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
 
 
 def format_report(info: dict) -> str:
-    lines = [f"{info['date']} · {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} threads"]
+    warning = warning_line(reliability(info))
+    lines = [warning] if warning else []
+    lines.append(f"{info['date']} · {info['device']} · torch {info['torch']} · {info['dtype']} · {info['threads']} "
+                 "threads")
     c = info.get("calibration", {})
     if "error" in c:
         lines.append(f"calibration failed: {c['error']}")

@@ -9,7 +9,10 @@
 The roofline uses this run's fp32 GEMM median as the peak and STREAM copy's median as the bandwidth. Everything runs
 at one thread count (`threads`): on a loaded machine two OpenMP threads can wait on each other far longer than one
 thread computes, so the count is part of the result. The JSON records the machine, the torch build, the date and
-the load average before and after each part (the machine may be shared).
+the load average before and after each part (the machine may be shared), and whether the run can be believed
+(`diffattn.hardware.reliability`: no point above its own roofline, no MFU above 100 %, a GEMM ceiling not far below
+the run's own points, a load average below the usable cores): `"reliable"` and its `"reasons"`, and a warning line
+in the report when it cannot.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 from diffattn.config import GPTConfig
 from diffattn.cpu import native_path, threads as torch_threads
 from diffattn.errors import require
-from diffattn.hardware import cpu_name
+from diffattn.hardware import cpu_name, reliability, usable_cores, warning_line
 from diffattn.names import VARIANTS
 from diffattn.paths import outputs_dir
 from diffattn.perf import ceilings, counts, decode, plots, training
@@ -41,7 +44,8 @@ QUICK_MODEL = GPTConfig(vocab_size=64, n_layer=2, d_model=64, n_head=4, n_kv_hea
 
 def machine(n_threads: int, device: str = "cpu") -> dict:
     gpu = {"device": device, "gpu": torch.cuda.get_device_name(0)} if device == "cuda" else {"device": device}
-    return {"cpu": cpu_name(), "cores": os.cpu_count(), "kernel_path": native_path(), "threads": n_threads,
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "usable_cores": usable_cores(), "kernel_path": native_path(),
+            "threads": n_threads,
             "torch": torch.__version__, "python": platform.python_version(), "blas": ceilings.blas_library(),
             "date": datetime.date.today().isoformat(), **gpu}
 
@@ -118,14 +122,18 @@ def run(what: str = "roofline", quick: bool = False, n_threads: int | None = Non
 
 
 def _part_done(info: dict, part: str, saved: Callable[[dict], None]) -> None:
+    """The load after `part`, the verdict on everything measured so far, then the file."""
     info["load_average"][part] = ceilings.load_average()
+    info.update(reliability(info))
     saved(info)
 
 
 def format_report(info: dict) -> str:
     m, roof = info["machine"], info["roofline"]
-    lines = [f"{m['date']} · {m['cpu']} ({m['kernel_path']}) · {m['threads']} thread(s) · torch {m['torch']} · "
-             f"BLAS {m['blas']} · load average {info['load_average']}"]
+    warning = warning_line(reliability(info))
+    lines = [warning] if warning else []
+    lines.append(f"{m['date']} · {m['cpu']} ({m['kernel_path']}) · {m['threads']} thread(s) · torch {m['torch']} · "
+                 f"BLAS {m['blas']} · load average {info['load_average']}")
     for row in info["ceilings"]["gemm"]:
         lines.append(f"GEMM {row['n']}³ {row['dtype']:<9} {row['gflops']['median']:8.2f} GFLOP/s (median of "
                      f"{len(row['gflops']['samples'])}, best {row['gflops']['best']:.2f})")

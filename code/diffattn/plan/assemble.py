@@ -40,7 +40,8 @@ def measured_sources(measured: dict) -> dict[str, evidence.Source]:
         found["measured_decode"] = evidence.Source(
             "measured", f"{m['file']}: decode step time over the baseline's at batch 1, context {m['context']:,}: "
                         f"{ratios}; {machine.get('cpu', 'CPU')}, {machine.get('threads', '?')} thread(s), fp32, the "
-                        f"quietest of {m['runs']} committed run(s) (1-minute load average at most {m['peak_load']:.2f})")
+                        f"quietest of {m['runs']} committed run(s) that pass the reliability checks (1-minute load "
+                        f"average at most {m['peak_load']:.2f}; {m.get('unreliable', 0)} more left out as unreliable)")
     if measured.get("warmstart"):
         m = measured["warmstart"]
         gaps = "; ".join(f"{arm} {g['mean']:+.3f} [{g['ci95'][0]:+.3f}, {g['ci95'][1]:+.3f}]" for arm, g in m["gap"].items())

@@ -6,6 +6,7 @@
                       of each variant minus the baseline's, paired by seed
     measured_ops      the newest committed CPU attention benchmark (ATTENTION_BENCH): each op's fwd+bwd time / baseline
     measured_decode   lesson 12's decode benchmark (outputs/bench/<run>/roofline.json): the quietest committed run
+                      of those that pass diffattn.hardware.reliability (a plan never quotes a run marked unreliable)
     measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
                       against the baseline trained on, t intervals over seeds, and whether any arm beat the null
 
@@ -19,6 +20,7 @@ import statistics
 from pathlib import Path
 from typing import NamedTuple
 
+from diffattn.hardware import reliability
 from diffattn.paths import outputs_dir
 
 HYPOTHESIS = "hypothesis"
@@ -127,6 +129,8 @@ def measured_ops(path: Path | None = None) -> dict | None:
     path = path or outputs_dir() / ATTENTION_BENCH
     try:
         bench = json.loads(path.read_text())
+        if not reliability(bench)["reliable"]:
+            return None
         rows = bench["attention_ops"]
         shape = rows[0]["shape"]
         times = {row["op"]: row["fwd_bwd_ms"] for row in rows if row["shape"] == shape and "fwd_bwd_ms" in row}
@@ -139,16 +143,20 @@ def measured_ops(path: Path | None = None) -> dict | None:
 
 def measured_decode(folder: Path | None = None) -> dict | None:
     """Lesson 12's measured decode steps from the runs of `bench roofline` under outputs/bench/: each <run>/roofline.json
-    with a "decode" list of {"variant", "context", "batch", "ms"} rows and the run's "load_average". Of the readable
-    runs, the one whose 1-minute load average peaked lowest (ties: the first folder by name), so the choice depends on
-    what was measured, not on the order the files are listed in. Returns each variant's step time over the baseline's
-    at the largest context measured at batch 1, with the run's file, peak load and how many runs were readable; None
-    when there is none."""
+    with a "decode" list of {"variant", "context", "batch", "ms"} rows and the run's "load_average". Runs that fail
+    `diffattn.hardware.reliability` are left out (counted in "unreliable"). Of the readable reliable runs, the one
+    whose 1-minute load average peaked lowest (ties: the first folder by name), so the choice depends on what was
+    measured, not on the order the files are listed in. Returns each variant's step time over the baseline's at the
+    largest context measured at batch 1, with the run's file, peak load and how many runs were readable and reliable;
+    None when there is none."""
     folder = folder or outputs_dir() / "bench"
-    found = []
+    found, unreliable = [], 0
     for path in sorted(folder.glob("*/roofline.json")):
         try:
             info = json.loads(path.read_text())
+            if not reliability(info)["reliable"]:
+                unreliable += 1
+                continue
             rows = [r for r in info["decode"] if r["batch"] == 1 and "ms" in r]
             context = max(r["context"] for r in rows)
             steps = {r["variant"]: r["ms"] for r in rows if r["context"] == context}
@@ -161,7 +169,7 @@ def measured_decode(folder: Path | None = None) -> dict | None:
     if not found:
         return None
     quietest = min(found, key=lambda run: run["peak_load"])  # min keeps the first of equals: sorted by folder name
-    return {**quietest, "runs": len(found)}
+    return {**quietest, "runs": len(found), "unreliable": unreliable}
 
 
 def measured_warmstart(path: Path | None = None) -> dict | None:
