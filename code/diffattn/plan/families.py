@@ -26,7 +26,8 @@ DEFAULTS: dict[str, dict] = {
     # Gemma3TextConfig: the same, plus sliding_window_pattern 6 ("for configuring HybridCache to work with 5:1")
     "gemma3_text": {"head_dim": 256, "num_key_value_heads": 4, "sliding_window": 4096, "sliding_window_pattern": 6,
                     "tie_word_embeddings": True},
-    # MistralConfig / MixtralConfig: 8 KV heads; Mistral slides over 4096 unless the file says null, Mixtral never
+    # MistralConfig / MixtralConfig: 8 KV heads; Mistral slides over 4096 unless the file says null, Mixtral's
+    # default is no window
     "mistral": {"num_key_value_heads": 8, "sliding_window": 4096, "tie_word_embeddings": False},
     "mixtral": {"num_key_value_heads": 8, "sliding_window": None, "tie_word_embeddings": False},
     # Qwen2Config / Qwen3Config: use_sliding_window False switches sliding_window off; Qwen3's head_dim is 128
@@ -44,7 +45,10 @@ RULES = {
     "gemma3_text": "pattern",  # Gemma 3: layer i is global when (i + 1) % sliding_window_pattern == 0 (5 local : 1)
     "qwen2": "qwen", "qwen3": "qwen",  # only with use_sliding_window, then the layers i >= max_window_layers
     "qwen3_moe": "qwen",  # Qwen3MoeConfig has no max_window_layers: with use_sliding_window, every layer
-    "mistral": "every", "mixtral": "every", "phi3": "every",  # config.sliding_window goes to every layer's call
+    # config.sliding_window goes to every layer's attention call: read in modeling_phi3.py (Phi3Attention passes
+    # sliding_window=getattr(self.config, "sliding_window", None)); Mistral's and Mixtral's attention, which Phi-3's
+    # follows, do the same (their modeling files' logic as known, not re-read for this table)
+    "mistral": "every", "mixtral": "every", "phi3": "every",
     "llama": "none",
 }
 
