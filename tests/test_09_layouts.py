@@ -178,3 +178,19 @@ def test_configs_record_the_later_fields_only_when_set():
     model.v2_pair = "sum"
     assert run_config("cpu-recall", model, train)["model"]["v2_pair"] == "sum"
     json.dumps(run_config("cpu-recall", model, train))
+
+
+def test_what_ships_follows_the_declared_rule():
+    def cell(learned: dict[str, list[bool]]) -> dict:
+        return {"variants": {n: {"runs": [{"seed": s, "learned": x} for s, x in enumerate(learned.get(n, [False] * 5))]}
+                             for n in sweep.VARIANTS}}
+
+    nothing = {"cells": {sweep.CENTRE.key: cell({})}}
+    assert sweep.ship_choice(nothing) == (sweep.CENTRE.key, 0)
+    v2 = {"diff_v2": [False, True, True, False, True]}
+    assert sweep.ship_choice({"cells": {sweep.CENTRE.key: cell(v2)}}) == (sweep.CENTRE.key, 1)
+    controlled = {**v2, "baseline_2h": [False, False, False, True, False]}  # the control learned once: not this cell
+    summary = {"cells": {sweep.CENTRE.key: cell(controlled), sweep.REPLICATION.key: cell({"diff_v1": [True] * 5})}}
+    assert sweep.ship_choice(summary) == (sweep.REPLICATION.key, 0)
+    assert sweep.ship_choice({"cells": {sweep.CENTRE.key: cell({"diff_v2": [False, True, False, False, True]})}}) \
+        == (sweep.CENTRE.key, 0)  # two of five is not most seeds

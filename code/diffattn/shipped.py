@@ -84,14 +84,16 @@ def read_manifest() -> dict[str, Any]:
     return read_shipped_json(MANIFEST)
 
 
-def verify(directory: Path, manifest: dict[str, Any]) -> None:
-    """ConfigError unless every shipped file of `directory` exists with the size and sha256 MANIFEST.json records."""
+def verify(directory: Path, manifest: dict[str, Any], base: Path | None = None) -> None:
+    """ConfigError unless every shipped file of `directory` exists with the size and sha256 its manifest records
+    (MANIFEST.json in `base`, by default outputs/models/)."""
+    base = base or root()
     for filename in FILES:
         path = directory / filename
-        key = path.relative_to(root()).as_posix()
+        key = path.relative_to(base).as_posix()
         expected = manifest["files"].get(key)
         fix = f"restore it with `git checkout -- {path.relative_to(repo_root())}`"
-        require(expected is not None, f"{key} is not listed in {root() / MANIFEST}: {fix}")
+        require(expected is not None, f"{key} is not listed in {base / MANIFEST}: {fix}")
         require(path.is_file(), f"shipped checkpoint file {path} is missing: {fix}")
         size = path.stat().st_size
         require(size >= expected["bytes"] or size == 0 and expected["bytes"] == 0,
@@ -113,6 +115,60 @@ def checkpoints(preset: str, task: str, variants: tuple[str, ...]) -> dict[str, 
         dirs[variant] = root() / preset / task / variant
         verify(dirs[variant], manifest)
     return dirs
+
+
+# ---------------------------------------------------------------------------------- lesson 09's recall checkpoints
+# One run per variant of the recall sweep (diffattn.eval.sweep), copied as weights, config and metrics into
+# outputs/models/cpu-recall/mqar/<variant>/ with a manifest of their own, MANIFEST.json beside them, that names the
+# sweep cell and seed each came from. `python -m diffattn sweep` retrains them; `models verify` checks them.
+RECALL = ("cpu-recall", "mqar")
+
+
+def recall_root() -> Path:
+    return root().joinpath(*RECALL)
+
+
+def recall_manifest() -> dict[str, Any]:
+    path = recall_root() / MANIFEST
+    require(path.is_file(), f"{path} is missing: restore it with `{RESTORE}`")
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        raise ConfigError(f"{path} is not valid JSON: restore it with `{RESTORE}`") from None
+
+
+def recall_checkpoints(names: tuple[str, ...] | None = None) -> dict[str, Path]:
+    """{variant name: directory} of the shipped recall checkpoints (all of them by default), each verified."""
+    manifest = recall_manifest()
+    dirs = {}
+    for n in names or tuple(manifest["runs"]):
+        require(n in manifest["runs"], f"no shipped recall checkpoint {n!r} (shipped: {', '.join(manifest['runs'])})")
+        dirs[n] = recall_root() / n
+        verify(dirs[n], manifest, recall_root())
+    return dirs
+
+
+def ship_recall(sources: dict[str, Path], runs: dict[str, dict[str, Any]], command: str) -> Path:
+    """Make the finished runs `sources` ({variant name: run folder}) the shipped recall checkpoints; `runs` records
+    where each came from (cell, seed)."""
+    from diffattn.compare import machine
+
+    files = {}
+    shutil.rmtree(recall_root(), ignore_errors=True)
+    for n, source in sources.items():
+        model, config = checkpoint.load_model(source)
+        target = recall_root() / n
+        checkpoint.save_weights(target, model, config)
+        (target / checkpoint.SUMS_FILE).unlink()  # the manifest is the shipped files' one record, as for cpu-tiny
+        shutil.copyfile(source / checkpoint.METRICS_FILE, target / checkpoint.METRICS_FILE)
+        for filename in FILES:
+            path = target / filename
+            files[path.relative_to(recall_root()).as_posix()] = {"bytes": path.stat().st_size, "sha256": sha256(path)}
+    manifest = {"command": command, "machine": machine() | {"kernel_path": cpu.native_path()}, "runs": runs,
+                "files": files}
+    checkpoint._write_atomic(recall_root() / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=1) + "\n"),
+                             mode="w")
+    return recall_root()
 
 
 def final_loss(directory: Path) -> float:
@@ -252,6 +308,9 @@ def main(args) -> int:
         m = manifest["machine"]
         print(f"{len(entries())} shipped checkpoints match {root() / MANIFEST} (made by `{manifest['command']}` on "
               f"{m['cpu']}, {m['kernel_path']}, torch {m['torch']}, {m['date']})")
+        if (recall_root() / MANIFEST).is_file():
+            recall = recall_checkpoints()
+            print(f"{len(recall)} recall checkpoints match {recall_root() / MANIFEST}")
         return 0
     if args.action == "band":
         result = band()

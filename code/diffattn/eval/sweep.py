@@ -32,6 +32,11 @@ Also in stage 3, a replication (added after the centre's first two V2 seeds had 
 ran): the layout in which V2 was first seen to learn, 8 pairs with every key asked and no padding at all (64 → 32
 bytes per sequence) at the preset's 2,000 steps, every variant, five seeds.
 
+What ships (outputs/models/cpu-recall/mqar/, lesson 09 evaluates it): one run per variant, from the first cell, in
+the order centre, replication, then the others, in which a DIFF variant learned on more than half its seeds and
+baseline_2h on none (the centre if no cell does), all of the seed that is the lowest on which that DIFF variant
+learned (0 if none did): a model that retrieves beside matched ones, trained on the same batches, that do not.
+
 "Learned" is the course's criterion (diffattn.eval.criterion) on the trainer's 256 validation examples
 at the last step; "leaves the plateau" is the first evaluation (every 100 steps) whose accuracy − null reaches the
 criterion's margin.
@@ -127,6 +132,20 @@ def separates(cell: Cell, learned: dict[tuple[str, str], list[bool]]) -> bool:
                                     for v in (learned.get((cell.key, d), []) for d in DIFF))
 
 
+def ship_choice(summary: dict) -> tuple[str, int]:
+    """(cell key, seed) of the runs that ship, by the rule above, from a sweep summary."""
+    cells = summary["cells"]
+    for cell in (CENTRE, REPLICATION, *CELLS[1:]):
+        found = cells.get(cell.key)
+        if not found or any(r["learned"] for r in found["variants"][CONTROL]["runs"]):
+            continue
+        for name in DIFF:
+            runs = found["variants"][name]["runs"]
+            if 2 * sum(r["learned"] for r in runs) > len(runs):
+                return cell.key, min(r["seed"] for r in runs if r["learned"])
+    return CENTRE.key, 0
+
+
 def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = None) -> list[Run]:
     """Every run of the sweep up to `stage`, the centre first (it decides the lesson), then cell by cell."""
     require(stage in STAGES, f"--stage is one of {', '.join(map(str, STAGES))} (got {stage})")
@@ -144,4 +163,6 @@ def add_parser(sub) -> None:
                    help="1: the declared cells; 2: also the follow-up seeds of cells that separate; 3 (default): "
                         "also the mechanism controls in the centre")
     p.add_argument("--summary-only", action="store_true", help="summarise the finished runs, train nothing")
+    p.add_argument("--ship", action="store_true", help="maintainers: make the runs the declared rule chooses the "
+                                                        "shipped recall checkpoints (outputs/models/cpu-recall/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -17,7 +17,18 @@ from diffattn import checkpoint
 from diffattn.data import make_task, nulls
 from diffattn.errors import require
 from diffattn.eval import criterion
-from diffattn.eval.sweep import CELLS, CENTRE, CONTROL, MECHANISM, REPLICATION, VARIANT_LABELS, VARIANTS, Cell, plan
+from diffattn.eval.sweep import (
+    CELLS,
+    CENTRE,
+    CONTROL,
+    MECHANISM,
+    REPLICATION,
+    VARIANT_LABELS,
+    VARIANTS,
+    Cell,
+    plan,
+    ship_choice,
+)
 from diffattn.stats import clustered_difference
 from diffattn.study import Run
 
@@ -202,5 +213,19 @@ def main(args) -> int:
     require(bool(done), "no sweep run has finished yet: run `python -m diffattn sweep` without --summary-only")
     summary = write(done, folder, figure_folder)
     print(table(summary))
+    if args.ship:
+        print(f"shipped: {ship(summary, done)}")
     return 0
+
+
+def ship(summary: dict, runs: list[Run]) -> Path:
+    """The runs sweep.ship_choice picks, one per variant of lesson 09, become the shipped recall checkpoints."""
+    from diffattn import shipped
+
+    key, seed = ship_choice(summary)
+    chosen = {_variant_of(r): r for r in runs if _cell_of(r).key == key and r.seed == seed}
+    require(set(VARIANTS) <= set(chosen), f"the runs of cell {key}, seed {seed} are not all finished")
+    return shipped.ship_recall({n: chosen[n].out for n in VARIANTS},
+                               {n: {"cell": key, "seed": seed, "run": chosen[n].out.name} for n in VARIANTS},
+                               "python -m diffattn sweep --ship")
 
