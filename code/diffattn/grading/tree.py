@@ -13,6 +13,9 @@ MANIFEST = "MANIFEST.sha256"
 SNAPSHOT_LIMIT = 8 << 20  # checkout files larger than this (data, say) are not snapshotted
 KEEP_LIMIT = 64 << 20  # bytes of changed checkout files kept aside when the checkout is restored
 UNWATCHED = {".git", ".venv", "venv", "__pycache__", ".pytest_cache", ".hypothesis", "mutants", ".ipynb_checkpoints"}
+# Folders the course's own runs keep writing while grading runs (training and rehearsal outputs, all git-ignored):
+# "restoring" them would roll a background run's metrics back, and no grade reads them.
+UNWATCHED_PATHS = {"outputs/checkpoints", "outputs/gpu/rehearsal", "runs", "build"}
 EDITOR_FILES = re.compile(r"(\.sw[a-p]|~|\.DS_Store)$|(^|/)\.#")  # an editor's swap files come and go while grading
 
 
@@ -55,10 +58,12 @@ def snapshot(root: Path, skip: set[Path]) -> dict[str, bytes]:
     """Every file of the checkout outside UNWATCHED folders and under SNAPSHOT_LIMIT, as bytes (a few MB).
 
     The walk never enters an UNWATCHED folder (a .venv alone holds tens of thousands of files: walking it took most
-    of a grading run) nor follows a link to a folder."""
+    of a grading run) or UNWATCHED_PATHS folder, nor follows a link to a folder."""
     found = {}
     for folder, subfolders, names in os.walk(root):
-        subfolders[:] = [name for name in subfolders if name not in UNWATCHED]
+        here = Path(folder).relative_to(root)
+        subfolders[:] = [name for name in subfolders
+                         if name not in UNWATCHED and (here / name).as_posix() not in UNWATCHED_PATHS]
         for name in names:
             path = Path(folder, name)
             relative = path.relative_to(root).as_posix()
