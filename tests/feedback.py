@@ -3,8 +3,13 @@
 A student reads one line per failed test (`make grade`), so every graded assertion says what it checked:
 `expect_close(got, want, "V1 weights (λ=0.8, causal)", axes=("query", "key"))` fails with
 "V1 weights (λ=0.8, causal): query 1, key 5: expected 0, got 0.0834 (difference 0.0834 > tolerance 1e-12)", and
-`with refuses(ValueError, "λ = nan"):` fails with "λ = nan: must raise ValueError; nothing was raised". Numbers are
-shown with 6 significant digits, long lists cut short: enough to see the mistake, short enough to read.
+`with refuses(ValueError, "λ = nan"):` fails with "mistake: λ = nan: must raise ValueError; nothing was raised".
+Numbers are shown with 6 significant digits, long lists cut short: enough to see the mistake, short enough to read.
+
+A message that names the mistake itself, not only a wrong number, starts with `mistake(...)`'s marker: the grade
+table shows such a failure before the others of its part (diffattn.grading.report). `refuses` marks its own: a call
+that should have raised and did not is exactly the mistake. Mark the check that tells a concept apart (the test that
+makes one head louder, not the one that compares values), so that a student reads the concept first.
 tests/test_feedback.py checks that every assertion in a graded test carries a message and that these helpers fail
 exactly when they should.
 """
@@ -16,7 +21,15 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from diffattn.grading.report import MISTAKE
+
 SHOWN = 6  # list items shown before "…"
+
+
+def mistake(what: str) -> str:
+    """An assertion message that names the mistake (the grade table shows it first): `mistake("normalise over each
+    head's 2d channels, not d_model; head 1, …")`."""
+    return f"{MISTAKE}{what}"
 
 
 def show(value: Any) -> str:
@@ -93,13 +106,13 @@ def expect_close(got: Any, want: Any, what: str, tol: float = 0.0, rel: float = 
 
 @contextlib.contextmanager
 def refuses(error: type[BaseException], case: str, mentioning: str | None = None) -> Iterator[None]:
-    """Like pytest.raises(error), but a call that raises nothing fails with "<case>: must raise <error>; nothing was
-    raised", and with `mentioning` the error's message must contain that text. Any other exception propagates
-    unchanged, so its own message reaches the student."""
+    """Like pytest.raises(error), but a call that raises nothing fails with "mistake: <case>: must raise <error>;
+    nothing was raised" (a mistake the table shows first), and with `mentioning` the error's message must contain
+    that text. Any other exception propagates unchanged, so its own message reaches the student."""
     try:
         yield
     except error as raised:
         if mentioning is not None and mentioning not in str(raised):
             raise AssertionError(f"{case}: the {error.__name__} must say {mentioning!r}; it said {str(raised)!r}")
         return
-    raise AssertionError(f"{case}: must raise {error.__name__}; nothing was raised")
+    raise AssertionError(mistake(f"{case}: must raise {error.__name__}; nothing was raised"))

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.feedback import refuses, show  # noqa: E402
+from tests.feedback import mistake, refuses, show  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -214,8 +214,8 @@ def test_each_head_is_normalised_on_its_own(impl):
     louder = attn.clone()
     louder[:, :, 0] *= 100.0  # one head 100× larger must not change the other heads
     a, b = impl.headwise_norm(attn, None, 0.2), impl.headwise_norm(louder, None, 0.2)
-    assert torch.allclose(a[:, :, 1:], b[:, :, 1:], atol=1e-6), (
-        f"head 0 made 100× louder changed heads 1-3: normalise over each head's 2d channels, not d_model; "
+    assert torch.allclose(a[:, :, 1:], b[:, :, 1:], atol=1e-6), mistake(
+        f"normalise over each head's 2d channels, not d_model: head 0 made 100× louder changed heads 1-3; "
         f"{first_far(b[:, :, 1:], a[:, :, 1:], 1e-6, first_head=1)}")
     rms = a.double().pow(2).mean(dim=-1).sqrt()
     assert torch.allclose(rms, torch.full_like(rms, 0.8), atol=1e-4), \

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from diffattn.grading.child import WIDTH, compact
-from tests.feedback import expect_close, first_difference, refuses, show
+from diffattn.grading.report import details_text, diagnosis, shown_failure, summary
+from tests.feedback import expect_close, first_difference, mistake, refuses, show
 
 TESTS = Path(__file__).resolve().parent
 UNEXPLAINED = re.compile(r"^(AssertionError: )?assert |^AssertionError$|DID NOT RAISE")  # see the last test
@@ -132,7 +133,7 @@ def test_expect_close_fails_with_the_quantity_named():
 def test_refuses_passes_only_when_the_error_is_raised():
     with refuses(ValueError, "f(-1)"):
         raise ValueError("negative")
-    with pytest.raises(AssertionError, match=r"^f\(-1\): must raise ValueError; nothing was raised$"):
+    with pytest.raises(AssertionError, match=r"^mistake: f\(-1\): must raise ValueError; nothing was raised$"):
         with refuses(ValueError, "f(-1)"):
             pass
     with pytest.raises(TypeError, match="its own message"):  # another error reaches the student unchanged
@@ -190,5 +191,67 @@ def test_unexplained_failures_are_recognised():
         assert UNEXPLAINED.search(raw), raw
     for explained in ("AssertionError: V1 weights: query 0, key 1: expected 0, got 0.1",
                       "TypeError: softmax returned tuple; its docstring promises list[float]",
-                      "AssertionError: f(-1): must raise ValueError; nothing was raised"):
+                      "AssertionError: mistake: f(-1): must raise ValueError; nothing was raised"):
         assert not UNEXPLAINED.search(explained), explained
+
+
+# ---------------------------------------------------------------- what the table shows of a part's failures
+
+
+def failure(name: str, output: str, status: str = "failed", visibility: str = "visible", part: str = "05.3") -> dict:
+    return {"name": f"{part} norm: {name}", "status": status, "output": output, "tags": [part, "ex05"], "part": part,
+            "visibility": visibility, "score": 0.0 if status == "failed" else 1.0, "max_score": 1.0}
+
+
+class Verdict:  # what report.summary reads of the grader's
+    exercise, zero, policy, error = "ex05", None, [], None
+
+    def __init__(self, tests: list[dict]):
+        self.tests = [{"part": t["part"]} for t in tests]
+
+
+def unwrapped(table: str) -> str:
+    return " ".join(line.strip() for line in table.splitlines())
+
+
+def test_the_marked_failure_is_shown_before_the_first_one():
+    """The known case: a norm over d_model fails a value check first, the head-separation check names it."""
+    value = "AssertionError: RMSNorm(x)·weight·(1 − λ_init) per head: expected -0.290462, got -0.238908"
+    long = "normalise over each head's 2d channels, not d_model; head 1, " + "channel 0 differs " * 12
+    concept = "AssertionError: " + mistake(long)
+    tests = [failure("test_values", value), failure("test_heads", concept), failure("test_ok", "", "passed")]
+    assert diagnosis(concept).startswith("mistake: normalise over") and diagnosis(value) is None
+    assert shown_failure([t for t in tests if t["status"] == "failed"])["name"].endswith("test_heads")
+    table = summary([Verdict(tests)], tests)
+    assert "expected -0.290462" not in table and "(and 1 more failing test in 05.3)" in table
+    assert f"test_heads: mistake: {long.strip()}" in unwrapped(table)
+    assert max(map(len, table.splitlines())) <= 118  # wrapped, not cut
+    assert shown_failure(tests[:1])["name"].endswith("test_values")  # nothing marked: the first failure
+
+
+def test_a_refusal_that_did_not_happen_is_marked():
+    with pytest.raises(AssertionError) as info:
+        with refuses(ValueError, "softmax([])"):
+            pass
+    assert diagnosis(f"AssertionError: {info.value}") == "mistake: softmax([]): must raise ValueError; nothing was raised"
+
+
+def test_the_total_is_the_whole_grade_hidden_tests_included():
+    tests = [failure("test_a", "", "passed"), failure("test_secret", "boom", visibility="hidden")]
+    table = summary([Verdict(tests)], tests)
+    assert "secret" not in table and "boom" not in table
+    assert table.splitlines()[-1].split() == ["total", "(with", "tests", "not", "shown", "here)", "1", "/", "2"]
+    assert summary([Verdict(tests[:1])], tests[:1]).splitlines()[-1].split() == ["total", "1", "/", "1"]
+
+
+def test_details_print_every_failure_the_shown_one_first_and_repeats_once():
+    tests = [failure("test_values", "AssertionError: expected 1, got 2"),
+             failure("test_heads", "AssertionError: mistake: per head"),
+             failure("test_x", "NotImplementedError: exercise 05.3"), failure("test_y", "NotImplementedError: exercise 05.3"),
+             failure("test_hidden", "hidden message", visibility="hidden"), failure("test_ok", "", "passed")]
+    assert details_text(tests) == (
+        "--- 05.3 norm: test_heads\nAssertionError: mistake: per head\n\n"
+        "--- 05.3 norm: test_values\nAssertionError: expected 1, got 2\n\n"
+        "--- 05.3 norm: test_x\n--- 05.3 norm: test_y\nNotImplementedError: exercise 05.3\n\n"
+        "--- 05.3 norm: test_hidden (hidden)\nhidden message")
+    assert details_text(tests[-1:]) == ""

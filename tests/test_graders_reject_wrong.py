@@ -129,6 +129,20 @@ def test_wrong_implementation_loses_points(module: str, results: Path):
     assert not unexplained, f"{module}: failures without a message (add one, see tests/feedback.py): {unexplained}"
 
 
+@pytest.mark.parametrize("module, exercise, shown", [
+    ("tests.wrong.w05_norm_whole_width", "ex05", "mistake: normalise over each head's 2d channels, not d_model"),
+    ("tests.wrong.w01_softmax_nan_on_masked_row", "ex01", "mistake: softmax([-inf, -inf]): every logit is −inf"),
+])
+def test_the_table_shows_the_failure_that_names_the_mistake(module: str, exercise: str, shown: str, results: Path):
+    """The table a student reads (results.json's output) shows, under each part, the failure whose message names
+    the mistake, not the first value check that failed, wrapped, never cut (diffattn.grading.report)."""
+    if not runnable(module):
+        pytest.skip("needs PyTorch")
+    table = json.loads((results / f"{module}.{exercise}.json").read_text())["output"]
+    assert shown in " ".join(line.strip() for line in table.splitlines()), table
+    assert "…" not in table and max(map(len, table.splitlines())) <= 118, table
+
+
 def test_every_exercise_part_has_an_independent_correct_implementation():
     covered = {e for m in CORRECT for e in covers(m)}
     assert covered == set(EXERCISES), f"parts without a correct module in tests/correct/: {set(EXERCISES) - covered}"

@@ -33,7 +33,7 @@ HIDDEN_PREFIX = "tests/hidden_"
 
 
 HYPOTHESIS_ADVICE = ("Verbosity.verbose", "@reproduce_failure", "@seed(", "HYPOTHESIS_")
-WIDTH = 300  # characters a line of feedback keeps
+WIDTH = 500  # characters a line of feedback keeps (the table wraps them; pytest's re-evaluations are dropped anyway)
 HYPOTHESIS_CASE = re.compile(r"^(Failing|Falsifying)( explicit)? (test case|example): ")
 
 

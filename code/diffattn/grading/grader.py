@@ -11,7 +11,8 @@ The parent never imports submission code. Per exercise (one exercises/exNN_*.py 
    too much, reports garbage, or changes a file of the grading tree or of the checkout scores 0 for that exercise,
    with the reason, and the checkout is restored (a checkout change found while several ran is pinned on one by
    grading those again one at a time);
-4. writes results.json itself, atomically, in Gradescope's format, and prints one row per exercise part.
+4. writes results.json itself, atomically, in Gradescope's format, and prints one row per exercise part with the
+   failure that says most about what is wrong (report.py).
 
 Exit status 0 when grading completed (whatever the score), 1 when the grader itself failed (a test file that does
 not import, no graded tests), 2 for bad arguments, and 3 with --fail-below-full when some graded test failed (what
@@ -33,6 +34,7 @@ from typing import Any
 from diffattn.errors import require
 from diffattn.grading.children import Child, Outcome, default_jobs, run_children
 from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test
+from diffattn.grading.report import details_text, hidden_summary, summary
 from diffattn.grading.tree import (hidden_files, lay_out, manifest_problems, pristine_files, restore, snapshot,
                                    tree_changes)
 from diffattn.results import write_json_atomic
@@ -288,61 +290,6 @@ def results_document(verdicts: list[Verdict], seconds: float) -> dict[str, Any]:
             "tests": tests}
 
 
-def _first_line(text: str, width: int = 110) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
-def summary(verdicts: list[Verdict], tests: list[dict[str, Any]]) -> str:
-    """One row per exercise part: points and the first failure's reason; then policy findings and grader errors.
-    Students see this (results.json's top-level `output`), so it counts visible tests only: a hidden test's name,
-    message and points appear nowhere in it, pass or fail (`hidden_summary` is the instructor's line)."""
-    tests = [t for t in tests if t["visibility"] == "visible"]
-    rows = [f"{'part':<6}{'title':<44}{'points':>13}   first failure"]
-    for verdict in verdicts:
-        parts = dict.fromkeys(t["part"] for t in verdict.tests)
-        for part in parts:
-            mine = [t for t in tests if t["tags"] == [part, verdict.exercise]]
-            if not mine:
-                continue
-            got, most = sum(t["score"] for t in mine), sum(t["max_score"] for t in mine)
-            failed = next((t for t in mine if t["status"] == "failed"), None)
-            reason = "" if failed is None else _first_line(
-                failed["output"] if verdict.zero else f"{failed['name'].split(': ', 1)[1]}: {failed['output'].removeprefix('AssertionError: ')}")
-            rows.append(f"{part:<6}{mine[0]['name'].split(': ')[0][len(part) + 1:][:43]:<44}"
-                        f"{got:>6g} / {most:<5g}  {reason}")
-        rows += [f"{verdict.exercise} policy: {finding}" for finding in verdict.policy]
-        if verdict.error:
-            rows.append(f"grader error: {_first_line(verdict.error, 300)}")
-    got, most = sum(t["score"] for t in tests), sum(t["max_score"] for t in tests)
-    rows.append(f"{'total':<50}{got:>6g} / {most:<5g}")
-    return "\n".join(rows)
-
-
-def hidden_summary(tests: list[dict[str, Any]]) -> str | None:
-    """The instructor's line about hidden tests (stdout only: on Gradescope students never see it), or None."""
-    hidden = [t for t in tests if t["visibility"] != "visible"]
-    if not hidden:
-        return None
-    failed = sum(t["status"] == "failed" for t in hidden)
-    return (f"hidden tests (not in the students' output): {sum(t['score'] for t in hidden):g} / "
-            f"{sum(t['max_score'] for t in hidden):g} points, {failed} of {len(hidden)} failed")
-
-
-def details_text(tests: list[dict[str, Any]]) -> str:
-    """--details: for each exercise part, its first failing test's whole message, then how many others failed
-    (stdout: on Gradescope only instructors read it, so hidden tests are included and marked)."""
-    blocks = []
-    for part in dict.fromkeys(t["tags"][0] for t in tests):
-        failed = [t for t in tests if t["tags"][0] == part and t["status"] == "failed"]
-        if failed:
-            first = failed[0]
-            hidden = " (hidden)" if first["visibility"] != "visible" else ""
-            more = f"\n(and {len(failed) - 1} more failing tests in {part})" if len(failed) > 1 else ""
-            blocks.append(f"--- {first['name']}{hidden}\n{first['output']}{more}")
-    return "\n\n".join(blocks)
-
-
 def main(options: Options, details: bool = False) -> int:
     document, verdicts = grade(options)
     if options.json_path:
@@ -356,7 +303,7 @@ def main(options: Options, details: bool = False) -> int:
         failing = next((t["tags"][1] for t in document["tests"] if t["status"] == "failed"
                         and t["visibility"] == "visible"), None)
         if failing:
-            print(f"each part's first failure in full: add --details (make grade EX={failing} DETAILS=1)")
+            print(f"every failing test's message in full: add --details (make grade EX={failing} DETAILS=1)")
     if options.json_path:
         print(f"wrote {options.json_path} in {document['execution_time']:g} s")
     if any(v.error for v in verdicts):
