@@ -18,7 +18,7 @@ help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
 	@echo "make test        run the test suite (reference implementation)"
 	@echo "make grade       grade exercises/ and write results.json (Gradescope format); EX=ex05 for one exercise"
-	@echo "make handout DEST=dir  the student copy, without the solutions"
+	@echo "make handout DEST=dir  the student copy, without the solutions (EXERCISES=\"ex01 ex02\": one assignment's)"
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make site        the course as a static site in build/site/html (lessons, executed notebooks, explorer; offline)"
@@ -73,14 +73,16 @@ browser-deps:
 grade: $(STAMP)
 	$(PY) -m diffattn grade $(if $(EX),--only $(EX)) $(if $(DETAILS),--details) --json results.json
 
-# The student copy: reference solutions of the exercises replaced by their stubs, MANIFEST.sha256 of the tests.
+# The student copy: exercises/ and the reference solutions replaced by the stubs (tests/grading/stubs/),
+# MANIFEST.sha256 of the tests.
 handout: $(STAMP)
-	@test -n "$(DEST)" || { echo "usage: make handout DEST=dir"; exit 2; }
-	$(PY) -m diffattn.grading.handout $(DEST)
+	@test -n "$(DEST)" || { echo "usage: make handout DEST=dir [EXERCISES=\"ex01 ex02\"]"; exit 2; }
+	$(PY) -m diffattn.grading.handout $(DEST) $(if $(EXERCISES),--exercises $(EXERCISES))
 
-# autograder.zip for Gradescope; HIDDEN=dir adds a folder of hidden graded tests.
+# autograder.zip for Gradescope; HIDDEN=dir adds a folder of hidden graded tests; EXERCISES="ex01 ex02" makes it one
+# assignment's (it grades only those).
 gradescope-zip:
-	bash tests/grading/gradescope/make_autograder.sh $(HIDDEN)
+	EXERCISES="$(EXERCISES)" bash tests/grading/gradescope/make_autograder.sh $(HIDDEN)
 
 # Mutation testing of the reference functions the exercises re-implement, through the graded tests only (mutmut):
 # `make mutation LESSON=03` (minutes on 2 cores); scores in tests/grading/README.md.

@@ -1,7 +1,8 @@
 """`make handout DEST=dir`: the student copy holds no solution, and its own grader gives the stubs 0 with clean reasons.
 
 The handout is built from this checkout's HEAD (git archive), then graded by its own
-`python -m diffattn grade` (one child process per exercise), as a student would run `make grade` in it.
+`python -m diffattn grade` (one child process per exercise), as a student would run `make grade` in it. Its
+exercises/ are the canonical stubs (tests/grading/stubs/) whatever the checkout's exercises/ holds, committed or not.
 """
 
 from __future__ import annotations
@@ -16,11 +17,33 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.grading.handout import LEFT_OUT, solution_lines
+from diffattn.grading.handout import LEFT_OUT, STUBS, raises_not_implemented, solution_lines
+from tests.adapters import EXERCISES
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = {".py", ".md", ".ipynb", ".txt", ".toml", ".yml", ".json", ".sh", ""}
+MODULES = sorted({module for _, module, _ in EXERCISES.values()})
+SOLVED_SOFTMAX = ("import math\n\n\ndef softmax(logits):\n    instructor_solution_marker_x9 = max(logits)\n"
+                  "    e = [math.exp(z - instructor_solution_marker_x9) for z in logits]\n    return [x / sum(e) for x in e]\n")
+
+
+def clone(tmp_path: Path) -> Path:
+    checkout = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(checkout)], check=True, timeout=120)
+    return checkout
+
+
+def commit(checkout: Path, message: str) -> None:
+    subprocess.run(["git", "-C", str(checkout), "-c", "user.name=instructor", "-c", "user.email=i@example.org",
+                    "commit", "-qam", message], check=True, timeout=60)
+
+
+def make_handout(checkout: Path, dest: Path, *args: str) -> subprocess.CompletedProcess:
+    """What `make handout DEST=dest` runs, in `checkout`."""
+    return subprocess.run([sys.executable, "-m", "diffattn.grading.handout", str(dest), *args], cwd=checkout,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(checkout / "code")})
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +101,10 @@ def test_a_handout_from_a_checkout_with_done_exercises_ships_only_the_committed_
     command says what it left out."""
     from diffattn.grading.handout import build_from_head, definitions, uncommitted
 
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(checkout)], check=True, timeout=120)
-    stub = (checkout / "exercises" / "ex01_softmax.py").read_bytes()
+    checkout = clone(tmp_path)
+    stub = (checkout / STUBS / "ex01_softmax.py").read_bytes()
     marker = "instructor_solution_marker_x9"
-    (checkout / "exercises" / "ex01_softmax.py").write_text(
-        f"import math\n\n\ndef softmax(logits):\n    {marker} = max(logits)\n"
-        f"    e = [math.exp(z - {marker}) for z in logits]\n    return [x / sum(e) for x in e]\n")
+    (checkout / "exercises" / "ex01_softmax.py").write_text(SOLVED_SOFTMAX)
     reference = checkout / "code" / "diffattn" / "pure" / "softmax.py"
     reference.write_text(reference.read_text() + f"\n# {marker}\n")
     dest = tmp_path / "handout"
@@ -92,7 +112,7 @@ def test_a_handout_from_a_checkout_with_done_exercises_ships_only_the_committed_
     assert uncommitted(checkout) == ["code/diffattn/pure/softmax.py", "exercises/ex01_softmax.py"]
     assert (dest / "exercises" / "ex01_softmax.py").read_bytes() == stub
     assert not [p for p in dest.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
-    for name, (ref_file, ref_node, stub_file, stub_node) in definitions(dest).items():
+    for name, (ref_file, ref_node, stub_file, stub_node) in definitions(dest, "exercises").items():
         # the stub's signature and docstring, then only the call to the student's function (diffattn.yours)
         assert ast.dump(ref_node.args) == ast.dump(stub_node.args), name
         assert ast.get_docstring(ref_node) == ast.get_docstring(stub_node), name
@@ -123,3 +143,51 @@ def test_in_the_handout_lessons_run_on_the_students_exercises(handout: Path, tmp
         "    total = math.fsum(e)\n    return [x / total for x in e]\n")
     done = lesson_01()
     assert done.returncode == 0 and "softmax of a 128,000-token row" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_committed_solution_ships_as_its_stub(tmp_path):
+    """An instructor solves ex01 in their checkout and commits it: `make handout` still ships the canonical stub,
+    says that exercises/ differed, and with EXERCISES its Classroom workflow grades that assignment only."""
+    checkout = clone(tmp_path)
+    (checkout / "exercises" / "ex01_softmax.py").write_text(SOLVED_SOFTMAX)
+    commit(checkout, "my solution of ex01")
+    run = make_handout(checkout, tmp_path / "handout", "--exercises", "ex01")
+    assert run.returncode == 0, run.stderr
+    functions = {fn for _, _, fns in EXERCISES.values() for fn in fns}
+    assert f"{len(functions)} reference functions replaced by their stubs" in run.stdout
+    assert "differs from the stubs in exercises/ex01_softmax.py: the handout has the stubs" in run.stdout
+    dest = tmp_path / "handout"
+    assert (dest / "exercises" / "ex01_softmax.py").read_bytes() == (ROOT / STUBS / "ex01_softmax.py").read_bytes()
+    assert not [p for p in dest.rglob("*") if p.is_file() and b"instructor_solution_marker_x9" in p.read_bytes()]
+    workflow = (dest / ".github" / "workflows" / "classroom.yml").read_text()
+    assert "--only ex01 " in workflow and "--only ex02 " not in workflow and "runners: ex01\n" in workflow
+
+
+def test_a_stub_that_is_a_solution_stops_the_build_with_one_line(tmp_path):
+    """The check behind it: every exercise function of the handout must raise NotImplementedError. A solution
+    committed over a canonical stub is refused, and nothing is left in DEST."""
+    checkout = clone(tmp_path)
+    (checkout / STUBS / "ex01_softmax.py").write_text(SOLVED_SOFTMAX)
+    commit(checkout, "a solution where the stub belongs")
+    run = make_handout(checkout, tmp_path / "handout")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and run.stdout == "", run.stderr
+    assert run.stderr == ("error: the handout would ship a solution: exercises/ex01_softmax.py: softmax does not raise "
+                          "NotImplementedError (its body is not the stub's)\n")
+    assert not (tmp_path / "handout").exists()
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_exercise_has_one_canonical_stub_and_exercises_is_a_copy_of_it(module):
+    """tests/grading/stubs/ declares each exercise once; exercises/ is the working copy that starts as it. An
+    unsolved exercises/ file that differs from its stub is a spec edited in the wrong place."""
+    stub = ROOT / STUBS / f"{module}.py"
+    assert stub.is_file(), f"{STUBS}/{module}.py is missing: copy the unsolved exercises/{module}.py there"
+    functions = {fn for _, m, fns in EXERCISES.values() if m == module for fn in fns}
+    defined = {n.name: n for n in ast.parse(stub.read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert functions <= set(defined) and all(raises_not_implemented(defined[fn]) for fn in functions), module
+    working = ROOT / "exercises" / f"{module}.py"
+    tree = ast.parse(working.read_text())
+    mine = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if all(fn in mine and raises_not_implemented(mine[fn]) for fn in functions):
+        assert working.read_bytes() == stub.read_bytes(), f"exercises/{module}.py differs from {STUBS}/{module}.py: " \
+                                                          f"edit the stub (the handout ships it), then copy it"
