@@ -95,15 +95,15 @@ class Cell:
 
 
 CENTRE = Cell("mqar", 8, "end", 3000)
-CELLS = (
+CELLS = (  # trained in this order; the 6,000-step cell, the costliest, last
     CENTRE,
     Cell("mqar", 4, "end", 3000),
     Cell("mqar", 2, "end", 3000),
     Cell("mqar", 8, "between", 3000),
     Cell("mqar", 8, "end", 1500),
-    Cell("mqar", 8, "end", 6000),
     Cell("rebind_all", 8, "end", 3000),
     Cell("needles3", 4, "haystack", 3000),
+    Cell("mqar", 8, "end", 6000),
 )
 REPLICATION = Cell("mqar", 8, "end", 2000, seq_len=32)  # 2·8 + 1 + 2·8 = 33 bytes: no padding left
 CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
