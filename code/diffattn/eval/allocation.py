@@ -98,3 +98,32 @@ def example_map(model: nn.Module, length: int, seed: int = 0, layout: tuple[int,
     layer = max(maps) if layer is None else layer
     return {"map": maps[layer][0, head].float().cpu(), "text": e.text()[:-1], "layer": layer, "head": head,
             "answer_rows": [q.answer[0] for q in e.queries], "records": [q.record for q in e.queries]}
+
+
+def record_allocation(model: nn.Module, items: Sequence[Example]) -> dict:
+    """Where each asked key's row puts its |effective attention| among the context's records (mqar, rebind): the
+    share on the record that answers it and on every other record, per layer (mean over heads) and for the last
+    layer's head that puts most on the answer. `shares` splits answer from haystack; these tasks have no haystack."""
+    answer, others = [], []
+    for e in items:
+        inputs = to_model(model, collate([e])[0])
+        with torch.no_grad(), Probe(model) as probe:
+            model(inputs)
+        maps = probe.effective_maps()
+        rows = torch.tensor([q.answer[0] for q in e.queries])
+        w = torch.stack([maps[layer][0][:, rows].cpu() for layer in sorted(maps)]).permute(2, 0, 1, 3).float()
+        total = w.abs().sum(-1)  # (R, layers, heads)
+        in_record = torch.zeros(inputs.shape[1], dtype=torch.bool)
+        for r in e.records:
+            in_record[r.span[0]:r.span[1]] = True
+        for i, q in enumerate(e.queries):
+            mine = torch.zeros_like(in_record)
+            mine[q.record[0]:q.record[1]] = True
+            answer.append((w[i] * mine).sum(-1) / total[i])
+            others.append((w[i] * (in_record & ~mine)).sum(-1) / total[i])
+    a, o = torch.stack(answer).mean(0), torch.stack(others).mean(0)  # (layers, heads)
+    last = a.shape[0] - 1
+    head = int(a[last].argmax())
+    return {"queries": len(answer), "layer_mean": {"answer": a.mean(-1).tolist(), "other_records": o.mean(-1).tolist()},
+            "best_head": {"layer": last, "head": head, "answer": a[last, head].item(),
+                          "other_records": o[last, head].item()}}

@@ -51,6 +51,9 @@ NUMBER_KINDS = {
     "variants.*.retrieval.*.answer_loss": ROUNDING,
     "variants.*.allocation.best_head.head": Bound(at_least=0),
     "variants.*.allocation.*": ROUNDING,
+    "recall_models.variants.*.retrieval.answer_loss": ROUNDING,
+    "recall_models.variants.*.allocation.best_head.head": Bound(at_least=0),
+    "recall_models.variants.*.allocation.*": ROUNDING,
 }
 
 
@@ -80,6 +83,7 @@ def run(progress: bool = True) -> dict:
     out["measured"] = measured()
     out["study"] = saved.study().get("retrieval", {})
     out["sweep"] = recall_report.numbers(saved.sweep())
+    out["recall_models"] = recall_report.shipped_models(progress)
     return retrieval.without_flags(out)
 
 
@@ -207,6 +211,7 @@ def report(results: dict) -> str:
     if results.get("study"):
         lines += ["", "the CPU study's low-floor tasks (committed in outputs/study/)"] + study_lines(results["study"])
     lines += recall_report.lines(results.get("sweep", {}))
+    lines += recall_report.model_lines(results.get("recall_models", {}))
     return "\n".join(lines)
 
 

@@ -48,3 +48,61 @@ def lines(sweep: dict) -> list[str]:
         for n, v in cell["variants"].items():
             out.append(f"  {key:<22}{VARIANT_LABELS[n]:<17}" + ", ".join(f"{a:.2f}" for a in v["final"]))
     return out
+
+
+EVAL_EXAMPLES, EVAL_SEED, ALLOCATION_EXAMPLES = 128, 0, 32
+
+
+def shipped_models(progress: bool = False) -> dict:
+    """The shipped recall checkpoints (one sweep run per variant, diffattn.shipped.recall_checkpoints) scored on
+    fresh examples of their own layout: accuracy with the criterion, each variant − baseline_2h paired on the same
+    queries, and where each asked key's row puts its effective attention among the records. {} until they ship."""
+    import torch
+
+    from diffattn import shipped
+    from diffattn.checkpoint import load_model
+    from diffattn.cpu import one_thread
+    from diffattn.data.retrieval import examples
+    from diffattn.eval import allocation, retrieval
+    from diffattn.eval.sweep import CONTROL
+    from diffattn.stats import clustered_difference
+
+    if not (shipped.recall_root() / shipped.MANIFEST).is_file():
+        return {}
+    dirs, runs = shipped.recall_checkpoints(), shipped.recall_manifest()["runs"]
+    out: dict = {"runs": runs, "examples": EVAL_EXAMPLES, "variants": {}}
+    results = {}
+    with one_thread():
+        for name, directory in dirs.items():
+            model, config = load_model(directory)
+            task = config["task"]
+            items = examples(task["name"], EVAL_EXAMPLES, config["train"]["seq_len"],
+                             torch.Generator().manual_seed(EVAL_SEED), **task["options"])
+            results[name] = retrieval.summarise(retrieval.run_batches(model, items))
+            out["variants"][name] = {"retrieval": results[name],
+                                     "allocation": allocation.record_allocation(model, items[:ALLOCATION_EXAMPLES])}
+    for name, r in results.items():  # the same examples for every variant: paired per query, clustered by example
+        if name != CONTROL:
+            out["variants"][name]["vs_control"] = clustered_difference(
+                [float(c == "1") for c in r["answered_flags"]],
+                [float(c == "1") for c in results[CONTROL]["answered_flags"]], r["query_examples"])
+    return retrieval.without_flags(out)
+
+
+def model_lines(m: dict) -> list[str]:
+    """The shipped recall checkpoints: accuracy [95%] / null, the criterion, − baseline_2h, and the attention shares."""
+    if not m:
+        return []
+    first = next(iter(m["runs"].values()))
+    out = ["", f"the shipped recall checkpoints (cell {first['cell']}, seed {first['seed']}), {m['examples']} fresh "
+               "examples: accuracy [95%] / null; − null; − baseline_2h on the same queries; share of |effective "
+               "attention| at each asked key's row on its answer record / on the other records (last layer, best head)"]
+    for name, v in m["variants"].items():
+        r, a = v["retrieval"], v["allocation"]["best_head"]
+        vs = v.get("vs_control")
+        out.append(f"  {VARIANT_LABELS[name]:<16}{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / "
+                   f"{r['null_best']:.2f}  {r['vs_null']['difference']:+.2f} [{r['vs_null']['ci95'][0]:+.2f}, "
+                   f"{r['vs_null']['ci95'][1]:+.2f}]  {'retrieves' if r['retrieves'] else 'does not retrieve':<18}"
+                   + (f"{vs['difference']:+.2f} [{vs['ci95'][0]:+.2f}, {vs['ci95'][1]:+.2f}]" if vs else f"{'–':<16}")
+                   + f"   {a['answer']:+.2f} / {a['other_records']:+.2f}")
+    return out
