@@ -1,6 +1,7 @@
 """`python -m diffattn ...`: reproduce every lesson's numbers and write outputs/.
 
-Bad input (sizes <= 0, heads that do not divide, ...) prints one line `error: <constraint>` and exits with code 2.
+Bad input (sizes <= 0 or past their bound, heads that do not divide, an output path of the wrong kind, ...) prints one
+line `error: <constraint>` and exits with code 2.
 """
 
 from __future__ import annotations
@@ -26,19 +27,12 @@ from diffattn.plan import command as plan_command
 from diffattn.warmstart import command as warmstart_command
 from diffattn.paths import lessons_dir, outputs_dir
 from diffattn.results import load_numbers, save_lesson_numbers, write_json_atomic
+from diffattn.train_options import OneLineErrorParser
 
 
 # The packages pyproject.toml installs (the stdlib track needs none of them)
 THIRD_PARTY = {"torch", "numpy", "scipy", "safetensors", "matplotlib", "tqdm", "nbclient", "nbformat", "transformers",
                "flash_attn"}
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but bad arguments give a single `error:` line and exit code 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"error: {message} (see --help)\n")
-        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--out", type=Path, default=None, help="also write the report as JSON here")
     gpu.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                      help="cpu: the same report on CPU, for gpu_check.sh's rehearsal (default: %(default)s)")
+    train_options.bound(parser)  # every number an option takes has an upper bound, quoted in its --help
     return parser
 
 
@@ -162,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else 2
     try:
         with interrupt_as_exception():  # a time limit's SIGTERM: every command's KeyboardInterrupt path runs
+            train_options.check_outputs(args)
             status = COMMANDS[args.command](args)
         sys.stdout.flush()  # inside the try: a reader that already left must not fail the flush at exit
         return status

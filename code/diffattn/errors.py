@@ -8,6 +8,7 @@ message and exit code 2 (see `diffattn.cli`). A time limit's SIGTERM becomes Key
 import contextlib
 import signal
 import threading
+from pathlib import Path
 from typing import Iterator
 
 
@@ -25,6 +26,22 @@ def require_positive(**sizes: float) -> None:
     """Every keyword must be > 0, e.g. `require_positive(hidden=4096, heads=32)`."""
     for name, value in sizes.items():
         require(value > 0, f"{name} must be > 0 (got {value})")
+
+
+def require_output_path(path: Path, flag: str, folder: bool) -> None:
+    """`path`, given to `flag`, can become the file (or, with `folder`, the folder) a command writes: it is not already
+    the other kind, and no existing part of it above is a file. Checked before the work, so a run does not fail at its
+    end, nor leave half a folder behind."""
+    want, other = ("a folder", "a file") if folder else ("a file", "a folder")
+    try:
+        if path.exists():
+            require(path.is_dir() == folder, f"{flag} {path} is {other}; it must name {want} (give another path)")
+        for parent in path.parents:
+            if parent.exists():
+                require(parent.is_dir(), f"{flag} {path}: {parent} is a file, so nothing can be written below it")
+                break
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise ConfigError(f"{flag} {path}: {exc.strerror or exc}") from None
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

@@ -5,6 +5,7 @@ Writes are atomic (temp file + rename) and per lesson, so a crash in lesson 05 k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -57,10 +58,15 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and a rename: a crash leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by everyone
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are meant to be read by everyone
+        os.replace(tmp, path)
+    except BaseException:  # a folder where the file goes, a full disk, an interrupt: no stray temporary file
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def lookup(numbers: dict[str, Any], key: str) -> Any:

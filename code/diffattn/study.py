@@ -80,10 +80,11 @@ class Run:
     options: dict[str, Any] = field(default_factory=dict)  # the task's options
     steps: int | None = None  # None: the preset's
     seq_len: int | None = None  # None: the preset's
+    lr: float | None = None  # peak learning rate; None: the preset's
 
     def configs(self):
         model, train = build_configs(self.preset, self.variant, self.model.get("lambda_init"), task=self.task,
-                                     seed=self.seed, steps=self.steps, seq_len=self.seq_len)
+                                     seed=self.seed, steps=self.steps, seq_len=self.seq_len, lr=self.lr)
         rest = {k: v for k, v in self.model.items() if k != "lambda_init"}
         return dataclasses.replace(model, **rest), dataclasses.replace(train, task_options=dict(self.options))
 

@@ -32,8 +32,16 @@ Also in stage 3, a replication (added after the centre's first two V2 seeds had 
 ran): the layout in which V2 was first seen to learn, 8 pairs with every key asked and no padding at all (64 → 32
 bytes per sequence) at the preset's 2,000 steps, every variant, five seeds.
 
+Stage 4, the learning rate (declared after stages 1 and 3 had run, before any of its runs trained). Every run of
+stages 1 and 3 used the preset's peak learning rate, 3e-3, and none learned. Three pilot runs of seed 0 in the
+replication layout, each reported in lesson 09, checked that before blaming the variants: DIFF V2 at 1e-2 (stopped at
+step 800, still near 0.2), DIFF V2 at 1e-3 (left the plateau near step 600 and reached 1.00), and baseline_2h at 1e-3
+(on the plateau at the end). So stage 4 trains the same layouts at a peak of 1e-3, every variant: the replication
+layout with five seeds (the cell that decides the lesson), then the centre, the padding between context and queries,
+and rebind asking every key, with two seeds each.
+
 What ships (outputs/models/cpu-recall/mqar/, lesson 09 evaluates it): one run per variant, from the first cell, in
-the order centre, replication, then the others, in which a DIFF variant learned on more than half its seeds and
+the order centre, replication, the others, then stage 4's, in which a DIFF variant learned on more than half its seeds and
 baseline_2h on none (the centre if no cell does), all of the seed that is the lowest on which that DIFF variant
 learned (0 if none did): a model that retrieves beside matched ones, trained on the same batches, that do not.
 
@@ -73,12 +81,15 @@ class Cell:
     pad: str
     steps: int
     seq_len: int = 64  # the preset's
+    lr: float | None = None  # the peak learning rate; None: the preset's 3e-3
 
     @property
     def key(self) -> str:
-        """'mqar-A8-end-S3000' (and '-T32' for another context than 64): the cell as a folder name and a result key."""
-        return f"{self.task}-A{self.answers}-{self.pad}-S{self.steps}" + (f"-T{self.seq_len}" if self.seq_len != 64
-                                                                           else "")
+        """'mqar-A8-end-S3000' (with '-T32' for another context than 64, '-LR1e-3' for another peak learning rate):
+        the cell as a folder name and a result key."""
+        return (f"{self.task}-A{self.answers}-{self.pad}-S{self.steps}" + (f"-T{self.seq_len}" if self.seq_len != 64
+                                                                            else "")
+                + (f"-LR{self.lr:.0e}".replace("e-0", "e-") if self.lr is not None else ""))  # no '.' in a key
 
     @property
     def options(self) -> dict[str, Any]:
@@ -91,7 +102,7 @@ class Cell:
     def run(self, name: str, seed: int) -> Run:
         variant, changes = (VARIANTS | MECHANISM)[name]
         return Run("sweep", f"sweep-{self.key}-{name}", PRESET, variant, TASK_IDS[self.task], seed, changes,
-                   self.options, self.steps, None if self.seq_len == 64 else self.seq_len)
+                   self.options, self.steps, None if self.seq_len == 64 else self.seq_len, self.lr)
 
 
 CENTRE = Cell("mqar", 8, "end", 3000)
@@ -109,8 +120,16 @@ CELLS = (
     Cell("mqar", 8, "end", 6000),
 )
 REPLICATION = Cell("mqar", 8, "end", 2000, seq_len=32)  # 2·8 + 1 + 2·8 = 33 bytes: no padding left
+SLOWER = 1e-3  # stage 4's peak learning rate
+LR_CELLS = (  # stage 4, in the order they train; the first decides the lesson (five seeds), the others get two
+    Cell("mqar", 8, "end", 2000, seq_len=32, lr=SLOWER),
+    Cell("mqar", 8, "end", 3000, lr=SLOWER),
+    Cell("mqar", 8, "between", 3000, lr=SLOWER),
+    Cell("rebind_all", 8, "end", 3000, lr=SLOWER),
+)
+ALL_CELLS = (*CELLS, REPLICATION, *LR_CELLS)  # every cell the sweep declares, in the summary's order
 CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
-STAGES = (1, 2, 3)
+STAGES = (1, 2, 3, 4)
 DIFF = ("diff_v1", "diff_v1-lambda_init0.8", "diff_v2")
 CONTROL = "baseline_2h"
 
@@ -138,7 +157,7 @@ def separates(cell: Cell, learned: dict[tuple[str, str], list[bool]]) -> bool:
 def ship_choice(summary: dict) -> tuple[str, int]:
     """(cell key, seed) of the runs that ship, by the rule above, from a sweep summary."""
     cells = summary["cells"]
-    for cell in (CENTRE, REPLICATION, *CELLS[1:]):
+    for cell in (CENTRE, REPLICATION, *CELLS[1:], *LR_CELLS):
         found = cells.get(cell.key)
         if not found or any(r["learned"] for r in found["variants"][CONTROL]["runs"]):
             continue
@@ -156,15 +175,23 @@ def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = Non
     if stage >= 3:
         runs += [CENTRE.run(name, s) for s in CENTRE_SEEDS for name in MECHANISM]
         runs += [REPLICATION.run(name, s) for s in CENTRE_SEEDS for name in VARIANTS]
+    if stage >= 4:
+        runs += [cell.run(name, s) for i, cell in enumerate(LR_CELLS)
+                 for s in (CENTRE_SEEDS if i == 0 else FIRST_SEEDS) for name in VARIANTS]
     return runs
+
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("sweep", help="lesson 09's recall sweep: train what is missing, then write outputs/sweep/")
     p.add_argument("--jobs", type=int, default=2, help="runs trained at once, one torch thread each (default 2)")
-    p.add_argument("--stage", type=int, default=3, choices=STAGES,
-                   help="1: the declared cells; 2: also the follow-up seeds of cells that separate; 3 (default): "
-                        "also the mechanism controls in the centre")
+    p.add_argument("--stage", type=int, default=STAGES[-1], choices=STAGES,
+                   help="1: the declared cells; 2: also the follow-up seeds of cells that separate; 3: also the "
+                        "mechanism controls and the replication; 4 (default): also the cells at a peak learning rate "
+                        "of 1e-3")
+    p.add_argument("--from-stage", type=int, default=1, choices=STAGES,
+                   help="train only the runs this stage and later add (the earlier stages' cells keep what "
+                        "outputs/sweep/summary.json recorded of them; default 1: every stage)")
     p.add_argument("--summary-only", action="store_true", help="summarise the finished runs, train nothing")
     p.add_argument("--ship", action="store_true", help="maintainers: make the runs the declared rule chooses the "
                                                         "shipped recall checkpoints (outputs/models/cpu-recall/)")

@@ -18,11 +18,10 @@ from diffattn.data import make_task, nulls
 from diffattn.errors import require
 from diffattn.eval import criterion
 from diffattn.eval.sweep import (
-    CELLS,
+    ALL_CELLS,
     CENTRE,
     CONTROL,
     MECHANISM,
-    REPLICATION,
     VARIANT_LABELS,
     VARIANTS,
     Cell,
@@ -65,7 +64,7 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
     for r in runs:
         by_cell.setdefault(_cell_of(r).key, {}).setdefault(_variant_of(r), []).append(r)
     cells: dict[str, Any] = {}
-    for cell in (*CELLS, REPLICATION):
+    for cell in ALL_CELLS:
         if cell.key not in by_cell:
             continue
         first = next(iter(by_cell[cell.key].values()))[0]
@@ -94,7 +93,9 @@ def summarise(runs: list[Run]) -> dict[str, Any]:
 
 
 def _cell_of(run: Run) -> Cell:
-    return next(c for c in (*CELLS, REPLICATION) if run.name.startswith(f"sweep-{c.key}-"))
+    """The cell whose key, with a variant's name after it, is the run's folder ('…-S2000-T32-diff_v2' is not a run
+    of '…-S2000')."""
+    return next(c for c in ALL_CELLS if run.name.removeprefix(f"sweep-{c.key}-") in VARIANTS | MECHANISM)
 
 
 def _variant_of(run: Run) -> str:
@@ -172,6 +173,11 @@ def write(runs: list[Run], folder: Path, figure_folder: Path) -> dict:
     from diffattn.results import read_json, write_json_atomic, write_text_atomic
 
     summary = summarise(runs)
+    recorded = read_json(folder / "summary.json")["cells"] if (folder / "summary.json").is_file() else {}
+    # a cell none of whose runs is here to recompute (trained before, its checkpoint folders not committed) keeps
+    # what the summary recorded of it: every cell that ran stays reported
+    cells = {**recorded, **summary["cells"]}
+    summary["cells"] = {c.key: cells[c.key] for c in ALL_CELLS if c.key in cells}
     log = folder / TRAINING_FILE
     summary["training"] = read_json(log)["passes"] if log.is_file() else []
     write_json_atomic(folder / "summary.json", summary)
@@ -190,11 +196,17 @@ def main(args) -> int:
     require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
     folder = outputs_dir() / "sweep"
     figure_folder = outputs_dir() / "figures"
-    runs = plan(1)
+    require(args.from_stage <= args.stage, f"--from-stage {args.from_stage} is after --stage {args.stage}")
+    runs, learned = plan(1), None
     for stage in range(1, args.stage + 1):
         if stage >= 2:
-            runs = plan(stage, learned_map(summarise([r for r in runs if finished(r.job())])))
-        todo = [] if args.summary_only else [r for r in runs if not finished(r.job())]
+            learned = learned_map(summarise([r for r in runs if finished(r.job())]))
+            runs = plan(stage, learned)
+        if stage < args.from_stage:
+            continue
+        earlier = {(r.name, r.seed) for r in plan(args.from_stage - 1, learned)} if args.from_stage > 1 else set()
+        todo = [] if args.summary_only else [r for r in runs if not finished(r.job())
+                                             and (r.name, r.seed) not in earlier]
         if todo:
             started = time.perf_counter()
             try:

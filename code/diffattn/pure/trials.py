@@ -32,6 +32,10 @@ VALUE_DIM = 8  # d_v of the output measure; its cosine concentrates at w_s/‖w�
 N = 1024
 MU, NOISE_STD = 8.0, 1.5  # (N − 1)·e^{τ²/2 − μ} ≈ 1 at N = 1024: the floor's expected mass equals the signal's
 LAMBDA = 0.8  # V1's λ_init deep in the stack: 0.8 − 0.6·e^{−0.3·depth} → 0.8
+# try_setting's limits: a trial's row costs about 0.75 KB of Python lists and 7 µs of CPython per token
+MAX_N = 2**20  # about 0.8 GB and 8 s per trial
+MAX_TRIALS = 100_000
+MAX_WORK = 2**25  # N × trials: about four minutes
 
 
 def draws(trial: int, n: int, seed: int = SEED) -> tuple[list[float], list[float]]:
@@ -96,6 +100,11 @@ def try_setting(n: int = N, mu: float = MU, noise_std: float = NOISE_STD, rho: f
     require(variant in ("v1", "v2"), f"--variant must be v1 or v2 (got {variant!r})")
     require(n >= 2, f"--n (N) must be >= 2: the signal and at least one other token (got {n})")
     require(trials >= 1, f"--trials must be >= 1 (got {trials})")
+    require(n <= MAX_N, f"--n (N) must be <= {MAX_N:,}: a pure-Python trial holds about 0.75 KB per token of its row, "
+                        f"so this N takes about 0.8 GB and seconds per trial (got {n:,})")
+    require(trials <= MAX_TRIALS, f"--trials must be <= {MAX_TRIALS:,} (got {trials:,})")
+    require(n * trials <= MAX_WORK, f"--n × --trials must be <= {MAX_WORK:,}, about four minutes of pure Python "
+                                    f"(got {n:,} × {trials:,} = {n * trials:,})")
     require(math.isfinite(mu), f"--signal (the signal logit μ) must be a finite number (got {mu})")
     require(math.isfinite(noise_std) and noise_std >= 0,
             f"--noise (the noise std τ) must be a finite number >= 0 (got {noise_std})")

@@ -44,12 +44,18 @@ def add_parsers(sub: Any) -> None:
                                                                "lr beside the baseline: lora-lr.json in --out")
 
 
+def beside(src: Path, suffix: str) -> Path:
+    """The default --out: SRC's name and `suffix`, in SRC's folder; SRC '.' or '..' names no folder to put it beside."""
+    require(src.name not in ("", ".."), f"convert {str(src)!r}: give --out (the default is beside SRC, named after it)")
+    return src.with_name(src.name + suffix)
+
+
 def convert_main(args: argparse.Namespace) -> int:
     if args.from_hf or args.to == "hf":
         return hf_main(args)
     args.to = args.to or TARGETS[0]
     require(args.to in TARGETS, f"--to must be one of {', '.join(TARGETS)} or hf (got {args.to!r})")
-    out = args.out or args.src.with_name(f"{args.src.name}-to-{args.to}")
+    out = args.out or beside(args.src, f"-to-{args.to}")
     require(not (out / "model.safetensors").exists() and not (out / "checkpoint.pt").exists(),
             f"{out} already holds a model: choose another --out or remove it")
     import torch
@@ -78,7 +84,7 @@ def convert_main(args: argparse.Namespace) -> int:
 def hf_main(args: argparse.Namespace) -> int:
     """`--to hf` (export) or `--from-hf` (import): diffattn.warmstart.hf, which checks the logits of what it wrote."""
     require(not (args.from_hf and args.to), "--from-hf imports only: convert the checkpoint it writes afterwards")
-    out = args.out or args.src.with_name(f"{args.src.name}-{'from' if args.from_hf else 'to'}-hf")
+    out = args.out or beside(args.src, f"-{'from' if args.from_hf else 'to'}-hf")
     from diffattn.warmstart import hf
 
     if args.from_hf:
