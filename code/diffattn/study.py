@@ -42,6 +42,10 @@ from diffattn.names import EVALUATED, VARIANTS
 TEXT_PRESET, RETRIEVAL_PRESET = "cpu-small", "cpu-recall"
 TEXT_SEEDS, ALTERNATIVE_SEEDS, RETRIEVAL_SEEDS = tuple(range(5)), tuple(range(3)), tuple(range(3))
 # lesson 09's low-floor tasks: their nulls are printed beside every accuracy (diffattn.data.nulls)
+# The recall layout in which lesson 09's sweep saw a variant learn (its stage 4, first cell): mqar, 8 pairs, every key
+# asked, no padding left (32 bytes), 2,000 steps at a peak lr of 1e-3. Lesson 13's recall warm start pretrains on it.
+RECALL_TASK, RECALL_OPTIONS = "mqar", {"n_pairs": 8, "n_queries": 8, "pad": "end"}
+RECALL_SEQ_LEN, RECALL_STEPS, RECALL_LR, RECALL_SEEDS = 32, 2000, 1e-3, tuple(range(5))
 RETRIEVAL_TASKS = {
     "needles": {"n_needles": 4, "n_queries": 2, "value_len": 3},
     "rebind": {"n_keys": 8, "n_rebinds": 4, "n_queries": 2},

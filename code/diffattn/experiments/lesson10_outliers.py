@@ -44,6 +44,8 @@ NUMBER_KINDS = {
     "variants.*.histograms.*": Bound(at_least=0),
     "variants.*.text_loss.*": ROUNDING,
     "variants.*.retrieval.*.answer_loss": ROUNDING,
+    "recall.models.*.outliers.*": ROUNDING,
+    "recall.models.*.retrieval.*.answer_loss": ROUNDING,
 }
 
 
@@ -70,7 +72,41 @@ def run(progress: bool = True) -> dict:
                               for k, r in accuracy.items()},
             }
     out["measured"] = measured()
+    out["recall"] = recall_models()
     return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
+
+
+RECALL_EXAMPLES = 128  # fresh examples of the shipped recall checkpoints' own layout (lesson 09 scores the same ones)
+RECALL_BITS = (*quantize.BITS, 3, 2)  # down to where a model that retrieves stops
+
+
+def recall_models() -> dict:
+    """Lesson 09's shipped recall checkpoints (mqar, trained until some variant retrieves): outliers on their own
+    validation data, and accuracy beside its null and the criterion's verdict with the attention logits quantized.
+    {} until they ship."""
+    import torch
+
+    from diffattn.data.retrieval import examples
+
+    if not (shipped.recall_root() / shipped.MANIFEST).is_file():
+        return {}
+    out: dict = {"examples": RECALL_EXAMPLES, "bits": list(RECALL_BITS), "models": {}}
+    with one_thread():
+        for name, directory in shipped.recall_checkpoints().items():
+            model, config = load_model(directory)
+            task, seq_len = config["task"], config["train"]["seq_len"]
+            inputs, _ = make_task(task["name"], seq_len, options=task["options"]).validation(WINDOWS, seq_len)
+            stats = outliers.outliers(model, inputs)
+            items = examples(task["name"], RECALL_EXAMPLES, seq_len, torch.Generator().manual_seed(0),
+                             **task["options"])
+            scored = {"unquantized": retrieval.summarise(retrieval.run_batches(model, items))}
+            scored |= {str(b): retrieval.summarise(retrieval.run_batches(model, items, quantizer=quantize.absmax_quantizer(b)))
+                       for b in RECALL_BITS}
+            out["models"][name] = {
+                "outliers": {"logits": stats["logits"], "hidden": stats["hidden"]},
+                "retrieval": {k: {key: r[key] for key in ("accuracy", "ci95", "answer_loss", "null_best", "null_rule",
+                                                          "vs_null", "retrieves")} for k, r in scored.items()}}
+    return out
 
 
 def measured() -> dict:
@@ -125,7 +161,26 @@ def report(results: dict) -> str:
         lines += outlier_rows(mv, row)
         lines += [f"  attention logits quantized, {m['samples_per_cell']} examples per cell:"]
         lines += accuracy_rows(mv, [k for k in keys if k in next(iter(mv.values()))["retrieval"]], row)
+    lines += recall_rows(results.get("recall", {}), row)
     return "\n".join(lines)
+
+
+def recall_rows(recall: dict, row) -> list[str]:
+    """Lesson 09's recall checkpoints: outliers, then accuracy [95%] / null at each bit width, '*' where the model
+    retrieves by lesson 09's criterion."""
+    if not recall:
+        return []
+    m = recall["models"]
+    names = list(m)
+    lines = ["", f"lesson 09's shipped recall checkpoints (mqar), their validation data: |value| top-1 / median (ratio)",
+             row("", names)] + outlier_rows(m, row)
+    lines += [f"  attention logits quantized, {recall['examples']} fresh examples: accuracy [95%] / null "
+              "(* retrieves by lesson 09's criterion)"]
+    for key in ["unquantized"] + [str(b) for b in recall["bits"]]:
+        lines.append(row(f"mqar accuracy, {key if key == 'unquantized' else key + ' bits'}", [
+            f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / {r['null_best']:.2f}"
+            + ("*" if r["retrieves"] else " ") for r in (m[n]["retrieval"][key] for n in names)]))
+    return lines
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:

@@ -48,6 +48,8 @@ NUMBER_KINDS = {
     "variants.*.*.rows.*.answer_loss": ROUNDING,
     "variants.*.*.rows.*.answer_share_best_head": ROUNDING,
     "variants.*.*.trained_lambdas.*": ROUNDING,
+    "recall.*.answer_loss": ROUNDING,
+    "recall.*.trained_lambdas.*": ROUNDING,
 }
 
 
@@ -70,7 +72,47 @@ def run(progress: bool = True) -> dict:
                                              for v, kinds in m["variants"].items() if "lambda_sweep" in kinds}}
                        for preset, m in saved.suites().items()}
     out["lambda_init"] = ablation_summary(saved.lambda_init())
+    out["recall"] = recall_sweeps()
     return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
+
+
+RECALL_EXAMPLES = 128  # fresh examples of the shipped recall checkpoints' own layout (lesson 09 scores the same ones)
+
+
+def recall_sweeps() -> dict:
+    """The same sweeps on lesson 09's shipped recall checkpoints (mqar, trained until some variant retrieves): per DIFF
+    variant and setting, accuracy beside its null and the criterion's verdict; {} until they ship."""
+    import torch
+
+    from diffattn.data.retrieval import collate, examples
+    from diffattn.eval import lambda_sweep
+    from diffattn.eval.probe import to_model
+
+    if not (shipped.recall_root() / shipped.MANIFEST).is_file():
+        return {}
+    out: dict = {"examples": RECALL_EXAMPLES, "models": {}}
+    with one_thread():
+        for name, directory in shipped.recall_checkpoints().items():
+            model, config = load_model(directory)
+            variant = config["model"]["attention"]
+            if variant not in SWEEPS:
+                continue
+            task, seq_len = config["task"], config["train"]["seq_len"]
+            items = examples(task["name"], RECALL_EXAMPLES, seq_len, torch.Generator().manual_seed(0),
+                             **task["options"])
+
+            def measure(m) -> dict:
+                return retrieval.summarise(retrieval.run_batches(m, items))
+
+            modes = {}
+            for mode, values in SWEEPS[variant].items():
+                table = lambda_sweep.sweep_table(model, values, mode, measure)
+                table["best"] = best_value(values, [r["accuracy"] for r in table["rows"][1:]])
+                table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, to_model(model, collate(items[:8])[0]))
+                modes[mode] = table
+            out["models"][name] = {"variant": variant, "cell": shipped.recall_manifest()["runs"][name]["cell"],
+                                   "modes": modes}
+    return out
 
 
 PAPER_LAYERS = 24  # the ablated 1.4B models of the paper's Table 6 (diff-spec.md §3.8: L = 24)
@@ -160,7 +202,29 @@ def report(results: dict) -> str:
             lines += sweep_rows(variant, modes)
     if results["lambda_init"]:
         lines += [""] + ablation_rows(results["lambda_init"])
+    for name, m in results.get("recall", {}).get("models", {}).items():
+        lines += ["", f"lesson 09's shipped recall checkpoint {name} (cell {m['cell']}), "
+                      f"{results['recall']['examples']} fresh mqar examples"]
+        lines += recall_rows(m["variant"], m["modes"])
     return "\n".join(lines)
+
+
+def recall_rows(variant: str, modes: dict) -> list[str]:
+    """A recall model's sweep: accuracy and − null, with the criterion's verdict (lesson 09) per setting."""
+    trained = next(iter(modes.values()))["trained_lambdas"]
+    what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
+    lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
+    for mode, table in modes.items():
+        null = table["rows"][0]
+        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'− null [95% CI]':>22}  verdict"
+                     f"    (null: {null['null_rule']} {null['null_best']:.2f}, the same queries; best: {table['best']:g})")
+        for r in table["rows"]:
+            name = "trained" if r["value"] is None else f"{r['value']:g}"
+            gap = r["vs_null"]
+            lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
+                         f" {gap['difference']:>+8.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]  "
+                         + ("retrieves" if r["retrieves"] else "does not retrieve"))
+    return lines
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:

@@ -42,6 +42,8 @@ def add_parsers(sub: Any) -> None:
     w.add_argument("--out", type=Path, default=None, help="folder for summary.json (default: outputs/warmstart)")
     w.add_argument("--lora-lr-check", action="store_true", help="instead, the LoRA arm alone at each declared peak "
                                                                "lr beside the baseline: lora-lr.json in --out")
+    w.add_argument("--recall", action="store_true", help="instead, the same arms on lesson 09's recall layout, from "
+                                                        "baselines left on its plateau: recall.json in --out")
 
 
 def beside(src: Path, suffix: str) -> Path:
@@ -104,6 +106,7 @@ def warmstart_main(args: argparse.Namespace) -> int:
     from diffattn.results import write_json_atomic
     from diffattn.warmstart import study
 
+    require(not (args.recall and args.lora_lr_check), "--recall and --lora-lr-check are two studies: run one")
     out = args.out or outputs_dir() / "warmstart"
     if args.lora_lr_check:
         check = study.lora_sweep(args.jobs)
@@ -112,10 +115,11 @@ def warmstart_main(args: argparse.Namespace) -> int:
         print(json.dumps({lr: {k: row[k] for k in ("loss_minus_step0", "loss_minus_baseline")}
                           for lr, row in check["lora"].items()} | {"baseline": check["baseline"]}, indent=1))
         return 0
-    summary = study.run_all(args.jobs)
+    summary = study.run_all(args.jobs, design=study.RECALL_DESIGN if args.recall else study.DESIGN)
     summary["machine"] = machine() | {"torch_threads": 1, "jobs": args.jobs}
-    write_json_atomic(out / "summary.json", summary)
-    study.figure(summary, outputs_dir() / "figures" / "13-warmstart.png")
+    name = "recall" if args.recall else "summary"
+    write_json_atomic(out / f"{name}.json", summary)
+    study.figure(summary, outputs_dir() / "figures" / ("13-warmstart-recall.png" if args.recall else "13-warmstart.png"))
     print(json.dumps({arm: {k: v for k, v in data.items() if k != "seeds"} for arm, data in summary["arms"].items()},
                      indent=1))
     print(f"wall time {summary['timing']['total_s']:.0f} s")

@@ -26,6 +26,15 @@ baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim
 
     python -m diffattn warmstart --lora-lr-check   → outputs/warmstart/lora-lr.json
 
+    python -m diffattn warmstart --recall   → outputs/warmstart/recall.json and outputs/figures/13-warmstart-recall.png
+
+The recall warm start (RECALL_DESIGN), declared (here and in lesson 13) after lesson 09's sweep found a layout in
+which DIFF V2 learns recall and the matched baselines do not, before any of it ran: the same four arms on that
+layout (diffattn.study.RECALL_*: mqar, 8 pairs, every key asked, 32 bytes). The baseline is pretrained there for the
+sweep's full 2,000 steps at its peak lr of 1e-3 (the budget on which no baseline seed left the plateau), seeds 0-4;
+each arm then continues 1,000 steps (20 warmup, peak 1e-3). The question: does converting a baseline stuck on the
+plateau to DIFF unlock recall, and how fast, beside the baseline trained on for the same steps?
+
 The LoRA arm's learning-rate check, declared (here and in lesson 13) after the study and before it ran: the study gave
 the frozen model's branch, whose B starts at 0, the peak lr every arm had, never checked. `lora_sweep` reruns the LoRA
 arm alone at each peak lr in LORA_LRS (the study's 1e-3 among them), with everything else the study's: the same
@@ -49,7 +58,18 @@ from diffattn.data import make_task
 from diffattn.data.nulls import best_key_free, clusters, query_nulls
 from diffattn.errors import require
 from diffattn.stats import clustered_difference, t_interval
-from diffattn.study import RETRIEVAL_PRESET, RETRIEVAL_SEEDS, RETRIEVAL_TASKS, Run
+from diffattn.study import (
+    RECALL_LR,
+    RECALL_OPTIONS,
+    RECALL_SEEDS,
+    RECALL_SEQ_LEN,
+    RECALL_STEPS,
+    RECALL_TASK,
+    RETRIEVAL_PRESET,
+    RETRIEVAL_SEEDS,
+    RETRIEVAL_TASKS,
+    Run,
+)
 from diffattn.train import Dist, evaluate, make_optimizer, train_step
 from diffattn.warmstart.convert import convert
 from diffattn.warmstart.lora import lora_only, trainable_parameters
@@ -65,22 +85,33 @@ LORA_LRS = (1e-3, 3e-3, 1e-2, 3e-2)  # the LoRA learning-rate check's peak lrs, 
 
 @dataclass(frozen=True)
 class Design:
-    """The declared sizes (tests shrink them to seconds; the study runs these)."""
+    """The declared sizes (tests shrink them to seconds; the study runs these) and the layout: "rebind" (the first
+    study) or "recall" (lesson 09's recall layout, diffattn.study.RECALL_*)."""
     pretrain_steps: int = 600
     continue_steps: int = 200
     continue_warmup: int = 20
     continue_lr: float = 1e-3
     eval_every: int = 50
+    layout: str = "rebind"
 
 
 DESIGN = Design()
+RECALL_DESIGN = Design(pretrain_steps=RECALL_STEPS, continue_steps=1000, layout="recall")
 CONTINUE_DATA_SEED = 10_000  # + seed: batches no pretraining run (generator seed + 1) draws
 CALIBRATION_SEED = 20_000  # + seed: V1's norm-gain calibration batch
 
 
 def pretraining_runs(design: Design = DESIGN) -> list[Run]:
+    if design.layout == "recall":
+        return [Run("warmstart", f"recall-baseline-{design.pretrain_steps}steps", RETRIEVAL_PRESET, "baseline",
+                    RECALL_TASK, s, {}, RECALL_OPTIONS, design.pretrain_steps, RECALL_SEQ_LEN, RECALL_LR)
+                for s in RECALL_SEEDS]
     return [Run("warmstart", f"baseline-{design.pretrain_steps}steps", RETRIEVAL_PRESET, "baseline", TASK, s, {},
                 RETRIEVAL_TASKS[TASK], design.pretrain_steps) for s in SEEDS]
+
+
+def seeds_of(design: Design) -> tuple[int, ...]:
+    return RECALL_SEEDS if design.layout == "recall" else SEEDS
 
 
 def starting_model(arm: str, run: Run):
@@ -89,7 +120,7 @@ def starting_model(arm: str, run: Run):
     _, c = run.configs()
     if arm == "baseline":
         return base.train(), c
-    task = make_task(TASK, c.seq_len, options=c.task_options)
+    task = make_task(c.task, c.seq_len, options=c.task_options)
     calibration, _ = task.batch(c.batch_size, c.seq_len, torch.Generator().manual_seed(CALIBRATION_SEED + run.seed))
     model = convert(base, "diff_v1" if arm == "diff_v1" else "diff_v2", calibration).train()
     return (lora_only(model, LORA_RANK) if arm == "lora" else model), c
@@ -101,7 +132,7 @@ def continue_arm(arm: str, run: Run, design: Design = DESIGN) -> dict[str, Any]:
     torch.manual_seed(run.seed)  # the LoRA branch's random A: the same whichever arms a worker ran before
     model, c = starting_model(arm, run)
     c = dataclasses.replace(c, steps=design.continue_steps, warmup_steps=design.continue_warmup, lr=design.continue_lr)
-    task = make_task(TASK, c.seq_len, options=c.task_options)
+    task = make_task(c.task, c.seq_len, options=c.task_options)
     items = task.validation_examples(c.eval_sequences, c.seq_len)
     val_x, val_y = task.validation(c.eval_sequences, c.seq_len)
     optimizer, scheduler = make_optimizer(model, c)
@@ -178,7 +209,7 @@ def lora_sweep(jobs: int = 2, progress: bool = True, design: Design = DESIGN,
     curves = {(r["arm"], r["lr"], r["seed"]): r["curve"] for r in done.pop("results")}
 
     def row(arm: str, lr: float) -> dict[str, Any]:
-        per_seed = [(curves[(arm, lr, s)][0], curves[(arm, lr, s)][-1]) for s in SEEDS]  # (step 0, final)
+        per_seed = [(curves[(arm, lr, s)][0], curves[(arm, lr, s)][-1]) for s in seeds_of(design)]  # (step 0, final)
         return {"lr": lr, "final_loss": [end["val_loss"] for _, end in per_seed],
                 "loss_minus_step0": [end["val_loss"] - start["val_loss"] for start, end in per_seed],
                 "final_accuracy": [end["val_accuracy"] for _, end in per_seed]}
@@ -188,13 +219,13 @@ def lora_sweep(jobs: int = 2, progress: bool = True, design: Design = DESIGN,
     for r in lora.values():  # paired by seed: the same pretrained model and continued batches
         r["loss_minus_baseline"] = t_interval([a - b for a, b in zip(r["final_loss"], base["final_loss"])])
     return {"design": {**dataclasses.asdict(design), "task": TASK, "preset": RETRIEVAL_PRESET, "lora_rank": LORA_RANK,
-                       "seeds": list(SEEDS), "lrs": list(lrs)}, "baseline": base, "lora": lora, "timing": done}
+                       "seeds": list(seeds_of(design)), "lrs": list(lrs)}, "baseline": base, "lora": lora, "timing": done}
 
 
 def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, float]) -> dict[str, Any]:
     """Every run's curve, and the declared tests on the final step."""
     _, c = pretraining_runs(design)[0].configs()
-    items = make_task(TASK, c.seq_len, options=c.task_options).validation_examples(c.eval_sequences, c.seq_len)
+    items = make_task(c.task, c.seq_len, options=c.task_options).validation_examples(c.eval_sequences, c.seq_len)
     nulls, groups = query_nulls(items), clusters(items)
     null_rule = best_key_free(nulls)
     null = nulls[null_rule]
@@ -203,7 +234,7 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
     arms: dict[str, Any] = {}
     for arm in ARMS:
         per_seed = []
-        for s in SEEDS:
+        for s in seeds_of(design):
             r = by[(arm, s)]
             first, last = r["curve"][0], r["curve"][-1]
             base_last = by[("baseline", s)]["curve"][-1]
@@ -212,6 +243,7 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
                 "step0": {"val_loss": first["val_loss"], "val_accuracy": first["val_accuracy"]},
                 "final": {"val_loss": last["val_loss"], "val_accuracy": last["val_accuracy"]},
                 "curve": [{k: p[k] for k in ("step", "val_loss", "val_accuracy")} for p in r["curve"]],
+                "final_answered": last["val_answered"],  # each validation query, 1 answered: for the criterion
                 "minus_null": clustered_difference(flags(last), null, groups),
                 "minus_baseline": None if arm == "baseline" else clustered_difference(flags(last), flags(base_last), groups),
             })
@@ -224,8 +256,9 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
                 [p["final"]["val_loss"] - b["final"]["val_loss"] for p, b in zip(per_seed, base)])
             arms[arm]["accuracy_minus_baseline"] = t_interval(
                 [p["final"]["val_accuracy"] - b["final"]["val_accuracy"] for p, b in zip(per_seed, base)])
-    return {"design": {"task": TASK, "options": RETRIEVAL_TASKS[TASK], "preset": RETRIEVAL_PRESET,
-                       **dataclasses.asdict(design), "lora_rank": LORA_RANK, "seeds": list(SEEDS),
+    return {"design": {"task": c.task, "options": c.task_options, "preset": RETRIEVAL_PRESET, "seq_len": c.seq_len,
+                       "pretrain_lr": c.lr, **dataclasses.asdict(design), "lora_rank": LORA_RANK,
+                       "seeds": list(seeds_of(design)),
                        "tokens_per_step": c.batch_size * c.seq_len, "queries": len(null), "examples": len(items)},
             "null": {"rule": null_rule, "value": sum(null) / len(null),
                      "rules": {k: sum(v) / len(v) for k, v in nulls.items()}},
@@ -245,8 +278,9 @@ def figure(summary: dict[str, Any], path):
             mean = [sum(s["curve"][i][key] for s in data["seeds"]) / len(data["seeds"]) for i in range(len(steps))]
             axis.plot(steps, mean, marker="o", ms=3, label=LABELS[arm])
     acc.axhline(summary["null"]["value"], color="k", ls="--", lw=1, label=f"null ({summary['null']['rule']})")
-    acc.set(xlabel="continued steps", ylabel="exact-match accuracy", title="rebind: accuracy (mean of seeds)")
-    loss.set(xlabel="continued steps", ylabel="answer loss", title="rebind: answer loss (mean of seeds)")
+    task = summary["design"]["task"]
+    acc.set(xlabel="continued steps", ylabel="exact-match accuracy", title=f"{task}: accuracy (mean of seeds)")
+    loss.set(xlabel="continued steps", ylabel="answer loss", title=f"{task}: answer loss (mean of seeds)")
     for axis in (acc, loss):
         axis.grid(True, alpha=0.3)
     acc.legend(fontsize=7)
