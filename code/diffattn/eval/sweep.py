@@ -40,6 +40,10 @@ step 800, still near 0.2), DIFF V2 at 1e-3 (left the plateau near step 600 and r
 layout with five seeds (the cell that decides the lesson), then the centre, the padding between context and queries,
 and rebind asking every key, with two seeds each.
 
+Stage 5, the mechanism where the variants separate (declared while stage 4 trained, after its first two V2 seeds had
+learned in its first cell and before any run of this stage): stage 3's two controls, σ(λ) fixed at ½ and the pairs
+summed, in stage 4's first cell with its five seeds.
+
 What ships (outputs/models/cpu-recall/mqar/, lesson 09 evaluates it): one run per variant, from the first cell, in
 the order centre, replication, the others, then stage 4's, in which a DIFF variant learned on more than half its seeds and
 baseline_2h on none (the centre if no cell does), all of the seed that is the lowest on which that DIFF variant
@@ -129,7 +133,7 @@ LR_CELLS = (  # stage 4, in the order they train; the first decides the lesson (
 )
 ALL_CELLS = (*CELLS, REPLICATION, *LR_CELLS)  # every cell the sweep declares, in the summary's order
 CENTRE_SEEDS, FIRST_SEEDS, MORE_SEEDS = (0, 1, 2, 3, 4), (0, 1), (2, 3, 4)
-STAGES = (1, 2, 3, 4)
+STAGES = (1, 2, 3, 4, 5)
 DIFF = ("diff_v1", "diff_v1-lambda_init0.8", "diff_v2")
 CONTROL = "baseline_2h"
 
@@ -178,6 +182,8 @@ def plan(stage: int = 1, learned: dict[tuple[str, str], list[bool]] | None = Non
     if stage >= 4:
         runs += [cell.run(name, s) for i, cell in enumerate(LR_CELLS)
                  for s in (CENTRE_SEEDS if i == 0 else FIRST_SEEDS) for name in VARIANTS]
+    if stage >= 5:
+        runs += [LR_CELLS[0].run(name, s) for s in CENTRE_SEEDS for name in MECHANISM]
     return runs
 
 
@@ -187,8 +193,8 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=2, help="runs trained at once, one torch thread each (default 2)")
     p.add_argument("--stage", type=int, default=STAGES[-1], choices=STAGES,
                    help="1: the declared cells; 2: also the follow-up seeds of cells that separate; 3: also the "
-                        "mechanism controls and the replication; 4 (default): also the cells at a peak learning rate "
-                        "of 1e-3")
+                        "mechanism controls and the replication; 4: also the cells at a peak learning rate of 1e-3; "
+                        "5 (default): also the mechanism controls in stage 4's first cell")
     p.add_argument("--from-stage", type=int, default=1, choices=STAGES,
                    help="train only the runs this stage and later add (the earlier stages' cells keep what "
                         "outputs/sweep/summary.json recorded of them; default 1: every stage)")

@@ -113,15 +113,15 @@ def table(summary: dict) -> str:
     lines = [f"recall sweep on {summary['preset']}: seeds that learned / seeds run (the criterion: accuracy − null ≥ "
              f"{summary['margin_share']:.0%} of 1 − null, 95% interval included); median step each learning run left "
              "its plateau",
-             f"  {'cell':<26} {'null':>5}  " + "".join(f"{VARIANT_LABELS[n]:>16}" for n in names)]
+             f"  {'cell':<32} {'null':>5}  " + "".join(f"{VARIANT_LABELS[n]:>16}" for n in names)]
     for key, cell in summary["cells"].items():
         counts = "".join(f"{_count(cell['variants'][n]):>16}" for n in names)
-        lines.append(f"  {key:<26} {cell['null'][cell['null_rule']]:>5.2f}  {counts}")
+        lines.append(f"  {key:<32} {cell['null'][cell['null_rule']]:>5.2f}  {counts}")
     lines.append("  final accuracy per seed")
     for key, cell in summary["cells"].items():
         for n in names:
             finals = ", ".join(f"{r['final_accuracy']:.2f}" for r in cell["variants"][n]["runs"])
-            lines.append(f"  {key:<26} {VARIANT_LABELS[n]:<16} {finals}")
+            lines.append(f"  {key:<32} {VARIANT_LABELS[n]:<16} {finals}")
     return "\n".join(lines)
 
 

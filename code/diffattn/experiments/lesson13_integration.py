@@ -34,7 +34,8 @@ TIMED_RUNS = 5  # fresh `plan` processes; the quickest is the one least slowed b
 CHECK_SEQUENCES = 32  # validation windows of the shipped checkpoint's context
 STUDY = Path("warmstart") / "summary.json"
 LORA_LR = Path("warmstart") / "lora-lr.json"
-FIGURE = "13-warmstart.png"
+RECALL = Path("warmstart") / "recall.json"
+FIGURE, RECALL_FIGURE = "13-warmstart.png", "13-warmstart-recall.png"
 # The V2 gap is 0 on the CPUs tried, but the two copies of a head could round differently on another kernel path: the
 # lesson quotes the bound the tests assert. The V1 figures are evaluations of a fixed model: rounding-level moves.
 # The plan's wall time depends on the machine and its load: the lesson quotes the issue's bound, which the report
@@ -161,8 +162,43 @@ def lora_lr_numbers(path: Path | None = None) -> dict:
                        f"{timing['jobs']} runs at a time, one thread each"}
 
 
+def recall_numbers(path: Path | None = None) -> dict:
+    """The committed recall warm start (`warmstart --recall`), read back: per arm and seed whether it retrieves at
+    the last step by lesson 09's criterion (on the saved per-query flags, against the nulls of the same validation
+    examples), the first evaluation whose accuracy − null reaches the margin, and the final accuracy. {} until it ran."""
+    from diffattn.data import make_task, nulls
+    from diffattn.eval import criterion
+
+    path = path or outputs_dir() / RECALL
+    if not path.is_file():
+        return {}
+    summary = json.loads(path.read_text())
+    d = summary["design"]
+    items = make_task(d["task"], d["seq_len"], options=d["options"]).validation_examples(d["examples"], d["seq_len"])
+    rules, clusters = nulls.query_nulls(items), nulls.clusters(items)
+    arms = {}
+    for arm, data in summary["arms"].items():
+        seeds = []
+        for s in data["seeds"]:
+            judged = criterion.verdict([float(f == "1") for f in s["final_answered"]], rules, clusters)
+            leaves = next((p["step"] for p in s["curve"]
+                           if p["val_accuracy"] - judged["null_best"] >= judged["margin"]), None)
+            seeds.append({"seed": s["seed"], "step0_accuracy": s["step0"]["val_accuracy"],
+                          "final_accuracy": s["final"]["val_accuracy"], "retrieves": judged["retrieves"],
+                          "leaves_plateau_at": leaves})
+        arms[arm] = {"seeds": seeds, "learned": sum(s["retrieves"] for s in seeds)}
+    timing, machine = summary["timing"], summary["machine"]
+    return {"design": {k: d[k] for k in ("task", "options", "seq_len", "pretrain_steps", "pretrain_lr",
+                                         "continue_steps", "continue_lr", "seeds", "queries")},
+            "null": summary["null"]["value"], "null_rule": summary["null"]["rule"],
+            "margin": criterion.margin(summary["null"]["value"]), "arms": arms,
+            "wall_s": round(timing["total_s"]), "machine": f"{machine['cpu']} ({machine['cores']} cores), torch "
+                                                           f"{machine['torch']}, {machine['date']}"}
+
+
 def run(progress: bool = True) -> dict:
-    return {"plan": plan_numbers(), "convert": convert_numbers(), "study": study_numbers(), "lora_lr": lora_lr_numbers()}
+    return {"plan": plan_numbers(), "convert": convert_numbers(), "study": study_numbers(), "lora_lr": lora_lr_numbers(),
+            "recall": recall_numbers()}
 
 
 def _interval(t: dict, sign: str = "+") -> str:
@@ -217,7 +253,27 @@ def report(results: dict) -> str:
     base = lr["baseline"]
     lines.append(f"  baseline trained on at {base['lr']:g}: {seeds(base)} (mean {base['minus_step0']['mean']:+.3f})")
     lines.append(f"  continued runs' wall time {lr['continue_s']:,} s on {lr['machine']}")
+    lines += recall_lines(results.get("recall", {}))
     return "\n".join(lines)
+
+
+def recall_lines(r: dict) -> list[str]:
+    """The recall warm start: per arm, seeds that retrieve at the last step and when each left the plateau."""
+    if not r:
+        return []
+    d = r["design"]
+    lines = ["", f"recall warm start (declared before it ran; {d['task']} {d['options']}, {d['seq_len']} bytes): the "
+                 f"baseline pretrained {d['pretrain_steps']:,} steps at a peak lr of {d['pretrain_lr']:g}, then "
+                 f"{d['continue_steps']:,} steps per arm; null ({r['null_rule']}) {r['null']:.2f}, margin "
+                 f"{r['margin']:.2f}",
+             f"  {'arm':<10}{'retrieve':>9}   per seed: accuracy at step 0 → last step (step it left the plateau)"]
+    for arm, a in r["arms"].items():
+        per_seed = "; ".join(f"{s['step0_accuracy']:.2f} → {s['final_accuracy']:.2f}"
+                             + (f" (@{s['leaves_plateau_at']})" if s["leaves_plateau_at"] is not None else "")
+                             for s in a["seeds"])
+        lines.append(f"  {arm:<10}{a['learned']:>5}/{len(a['seeds'])}   {per_seed}")
+    lines.append(f"  wall time {r['wall_s']:,} s on {r['machine']}")
+    return lines
 
 
 def _interval_c(t: dict) -> str:
@@ -229,4 +285,7 @@ def figures(results: dict, outdir: Path) -> list[Path]:
     """The study's learning curves, redrawn from the committed summary."""
     from diffattn.warmstart import study
 
-    return [study.figure(json.loads((outputs_dir() / STUDY).read_text()), outdir / FIGURE)]
+    paths = [study.figure(json.loads((outputs_dir() / STUDY).read_text()), outdir / FIGURE)]
+    if (outputs_dir() / RECALL).is_file():
+        paths.append(study.figure(json.loads((outputs_dir() / RECALL).read_text()), outdir / RECALL_FIGURE))
+    return paths

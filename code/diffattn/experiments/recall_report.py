@@ -38,15 +38,21 @@ def lines(sweep: dict) -> list[str]:
     names = [n for n in VARIANT_LABELS if n not in MECHANISM]
     out = ["", f"the recall sweep (outputs/sweep/, {sweep['runs']} runs): seeds that learned / seeds run, "
                f"by the criterion (accuracy − null ≥ {sweep['margin_share']:.0%} of 1 − null, interval included)",
-           f"  {'cell':<22}{'null':>6}" + "".join(f"{VARIANT_LABELS[n]:>15}" for n in names)]
+           f"  {'cell':<32}{'null':>6}" + "".join(f"{VARIANT_LABELS[n]:>15}" for n in names)]
     for key, cell in sweep["cells"].items():
-        out.append(f"  {key:<22}{cell['null']:>6.2f}" + "".join(
+        out.append(f"  {key:<32}{cell['null']:>6.2f}" + "".join(
             f"{cell['variants'][n]['learned']}/{cell['variants'][n]['seeds']:<1}".rjust(15) if n in cell["variants"]
             else f"{'–':>15}" for n in names))
+    for key, cell in sweep["cells"].items():
+        controls = [n for n in MECHANISM if n in cell["variants"]]
+        if controls:
+            out.append(f"  {key:<32}mechanism controls: " + ", ".join(
+                f"{VARIANT_LABELS[n]} {cell['variants'][n]['learned']}/{cell['variants'][n]['seeds']}"
+                for n in controls))
     out.append("  final accuracy per seed")
     for key, cell in sweep["cells"].items():
         for n, v in cell["variants"].items():
-            out.append(f"  {key:<22}{VARIANT_LABELS[n]:<17}" + ", ".join(f"{a:.2f}" for a in v["final"]))
+            out.append(f"  {key:<32}{VARIANT_LABELS[n]:<17}" + ", ".join(f"{a:.2f}" for a in v["final"]))
     return out
 
 
