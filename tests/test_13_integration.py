@@ -19,6 +19,8 @@ from diffattn.warmstart import study
 
 SUMMARY = outputs_dir() / "warmstart" / "summary.json"
 LORA_LR = outputs_dir() / "warmstart" / "lora-lr.json"
+RECALL = outputs_dir() / "warmstart" / "recall.json"
+STUDIES = [(SUMMARY, study.DESIGN), (RECALL, study.RECALL_DESIGN)]
 
 
 def test_lesson_reports_its_saved_numbers():
@@ -33,23 +35,31 @@ def test_lesson_reports_its_saved_numbers():
     assert "processes, Python's start-up included): NO" in lesson.report(slow)
 
 
-def test_the_committed_study_is_the_declared_one():
-    summary = json.loads(SUMMARY.read_text())
-    design = summary["design"]
-    assert {k: design[k] for k in dataclasses.asdict(study.DESIGN)} == dataclasses.asdict(study.DESIGN)
-    assert design["task"] == study.TASK and design["seeds"] == list(study.SEEDS) and design["lora_rank"] == study.LORA_RANK
+@pytest.mark.parametrize("path, declared", STUDIES, ids=["rebind", "recall"])
+def test_the_committed_study_is_the_declared_one(path, declared):
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not committed")
+    summary = json.loads(path.read_text())
+    design = {"layout": "rebind", **summary["design"]}  # the first study ran before a design named its layout
+    assert {k: design[k] for k in dataclasses.asdict(declared)} == dataclasses.asdict(declared)
+    _, pretrained = study.pretraining_runs(declared)[0].configs()
+    assert design["task"] == pretrained.task and design["options"] == pretrained.task_options
+    assert design["seeds"] == list(study.seeds_of(declared)) and design["lora_rank"] == study.LORA_RANK
     assert set(summary["arms"]) == set(study.ARMS)
     for arm, data in summary["arms"].items():
-        assert [s["seed"] for s in data["seeds"]] == list(study.SEEDS), arm
+        assert [s["seed"] for s in data["seeds"]] == list(study.seeds_of(declared)), arm
         for s in data["seeds"]:
             steps = [p["step"] for p in s["curve"]]
             assert steps == list(range(0, design["continue_steps"] + 1, design["eval_every"])), (arm, steps)
 
 
-def test_every_arm_starts_where_its_conversion_promises():
+@pytest.mark.parametrize("path", [p for p, _ in STUDIES], ids=["rebind", "recall"])
+def test_every_arm_starts_where_its_conversion_promises(path):
     """Step 0 of the V2 and LoRA-only arms is the pretrained baseline (same loss to 1e-5, same accuracy); V1's is not
     (its loss moves by more than that: the conversion is approximate)."""
-    arms = json.loads(SUMMARY.read_text())["arms"]
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not committed")
+    arms = json.loads(path.read_text())["arms"]
     for i, base in enumerate(arms["baseline"]["seeds"]):
         for arm in ("diff_v2", "lora"):
             start = arms[arm]["seeds"][i]["step0"]
@@ -60,7 +70,7 @@ def test_every_arm_starts_where_its_conversion_promises():
 
 def test_the_committed_lora_lr_check_is_the_declared_one():
     check = json.loads(LORA_LR.read_text())
-    design = check["design"]
+    design = {"layout": "rebind", **check["design"]}  # run before a design named its layout
     assert {k: design[k] for k in dataclasses.asdict(study.DESIGN)} == dataclasses.asdict(study.DESIGN)
     assert design["lrs"] == list(study.LORA_LRS) and design["seeds"] == list(study.SEEDS)
     assert design["lora_rank"] == study.LORA_RANK and check["baseline"]["lr"] == study.DESIGN.continue_lr
@@ -125,3 +135,14 @@ def test_what_the_lesson_says_of_the_lora_lr_check_holds_in_the_committed_check(
     rerun = check["lora"][study.LORA_LRS.index(study.DESIGN.continue_lr)]["minus_step0"]["seeds"]
     original = lesson.derived(json.loads(SUMMARY.read_text()))["loss_minus_step0"]["lora"]
     assert max(abs(a - b) for a, b in zip(rerun, original)) < 0.005
+
+
+def test_the_recall_warm_start_pretrains_as_the_sweep_trained_its_baselines():
+    """The recall layout is declared once (diffattn.study.RECALL_*): the warm start's pretrained baselines are the
+    configs of the sweep's baselines in the cell where V2 learned (same task, options, length, steps, lr, seeds)."""
+    from diffattn.eval import sweep
+
+    runs = study.pretraining_runs(study.RECALL_DESIGN)
+    assert [r.seed for r in runs] == list(sweep.CENTRE_SEEDS)
+    for run in runs:
+        assert run.configs() == sweep.LR_CELLS[0].run("baseline", run.seed).configs()
