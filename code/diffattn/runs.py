@@ -89,9 +89,12 @@ def train_missing(jobs: list[Job], workers: int = 1, progress: bool = True) -> l
     failures = []
     with Progress(len(todo), f"training {len(todo)} of {len(jobs)} runs (the rest are done)", enabled=progress) as bar:
         if workers <= 1:
-            for job in todo:
-                failures += _attempt(job)
-                bar.advance()
+            from diffattn.cpu import one_thread
+
+            with one_thread():  # as in a pool's workers: a run's arithmetic is the same with one job or several
+                for job in todo:
+                    failures += _attempt(job)
+                    bar.advance()
         else:
             with ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_one_thread) as pool:
                 for future in as_completed([pool.submit(_attempt, job) for job in todo]):
