@@ -194,3 +194,51 @@ def test_what_ships_follows_the_declared_rule():
     assert sweep.ship_choice(summary) == (sweep.REPLICATION.key, 0)
     assert sweep.ship_choice({"cells": {sweep.CENTRE.key: cell({"diff_v2": [False, True, False, False, True]})}}) \
         == (sweep.CENTRE.key, 0)  # two of five is not most seeds
+
+
+def test_stage_four_trains_the_same_layouts_at_a_lower_learning_rate():
+    before, runs = sweep.plan(3), sweep.plan(4)
+    added = runs[len(before):]
+    assert runs[:len(before)] == before
+    assert len(added) == 5 * 5 + 3 * 2 * 5 and {r.lr for r in added} == {sweep.SLOWER} == {1e-3}
+    assert {r.configs()[1].lr for r in added} == {1e-3} and {r.configs()[1].lr for r in before} == {3e-3}
+    first = sweep.LR_CELLS[0]
+    assert (first.task, first.answers, first.pad, first.steps, first.seq_len) == (
+        sweep.REPLICATION.task, sweep.REPLICATION.answers, sweep.REPLICATION.pad, sweep.REPLICATION.steps,
+        sweep.REPLICATION.seq_len)
+    assert first.key == "mqar-A8-end-S2000-T32-LR1e-3" and "." not in "".join(c.key for c in sweep.ALL_CELLS)
+    mechanism = sweep.plan(5)[len(runs):]
+    assert {r.name.removeprefix(f"sweep-{first.key}-") for r in mechanism} == set(sweep.MECHANISM)
+    assert {r.seed for r in mechanism} == set(sweep.CENTRE_SEEDS)
+
+
+def test_a_run_belongs_to_exactly_its_own_cell():
+    """A cell's key can start another's ('…-S2000-T32' and '…-S2000-T32-LR1e-3'): a run is matched by its whole name."""
+    from diffattn.eval.sweep_report import _cell_of, _variant_of
+
+    for run in sweep.plan(5):
+        cell = _cell_of(run)
+        assert run.name == f"sweep-{cell.key}-{_variant_of(run)}"
+        assert run.configs() == cell.run(_variant_of(run), run.seed).configs()
+
+
+def test_a_summary_keeps_the_cells_no_run_here_can_recompute(tmp_path, monkeypatch):
+    """Cells trained before (their checkpoint folders are not committed) stay in summary.json, in the declared order,
+    and a cell recomputed from its runs replaces what was recorded of it."""
+    from diffattn.eval import sweep_report
+    from diffattn.results import write_json_atomic
+
+    def cell(accuracy: float) -> dict:
+        run = {"seed": 0, "learned": False, "leaves_plateau_at": None, "final_accuracy": accuracy, "steps": [100],
+               "accuracy": [accuracy]}
+        return {"null": {"copy_unanswered": 0.34}, "null_rule": "copy_unanswered", "margin": 0.33,
+                "variants": {n: {"runs": [run], "seeds": 1, "learned": 0} for n in sweep.VARIANTS}}
+
+    old, new = sweep.CENTRE.key, sweep.LR_CELLS[0].key
+    write_json_atomic(tmp_path / "summary.json", {"cells": {new: cell(0.1), old: cell(0.38)}})
+    monkeypatch.setattr(sweep_report, "summarise", lambda runs: {"preset": "cpu-recall", "centre": old,
+                                                                  "margin_share": 0.5, "cells": {new: cell(0.99)}})
+    summary = sweep_report.write([], tmp_path, tmp_path)
+    assert list(summary["cells"]) == [old, new]
+    assert summary["cells"][old]["variants"]["diff_v2"]["runs"][0]["final_accuracy"] == 0.38
+    assert summary["cells"][new]["variants"]["diff_v2"]["runs"][0]["final_accuracy"] == 0.99
