@@ -242,3 +242,20 @@ def test_a_summary_keeps_the_cells_no_run_here_can_recompute(tmp_path, monkeypat
     assert list(summary["cells"]) == [old, new]
     assert summary["cells"][old]["variants"]["diff_v2"]["runs"][0]["final_accuracy"] == 0.38
     assert summary["cells"][new]["variants"]["diff_v2"]["runs"][0]["final_accuracy"] == 0.99
+
+
+@pytest.mark.parametrize("name", [*sweep.VARIANTS, *sweep.MECHANISM])
+def test_every_variant_of_the_sweep_trains_and_evaluates(name, tmp_path):
+    """Three steps with a validation pass after each, through the sweep's own run config: a variant the sweep
+    declares must train (σ(λ) fixed at ½ once failed here: its evaluation averaged the gates of a projection it
+    never calls)."""
+    import dataclasses
+
+    from diffattn.checkpoint import read_metrics
+    from diffattn.runs import train_fresh
+
+    preset, model, c, _ = sweep.LR_CELLS[0].run(name, 0).job()
+    train_fresh(preset, model, dataclasses.replace(c, steps=3, eval_every=1, eval_sequences=8), tmp_path / name)
+    evals = [r for r in read_metrics(tmp_path / name) if "val_accuracy" in r]
+    assert [r["step"] for r in evals][-1] == 3
+    assert ("sigma_lambda" in evals[-1]) == (name in ("diff_v2", "diff_v2-sum"))

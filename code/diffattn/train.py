@@ -145,7 +145,7 @@ def evaluate(model: GPT, inputs: Tensor, targets: Tensor, micro_batch: int, auto
     sigmas: list[list[float]] = [[] for _ in model.blocks]
     hooks = [block.attn.lambda_proj.register_forward_hook(
         lambda _m, _i, out, i=i: sigmas[i].append(torch.sigmoid(out.float()).mean().item()))
-        for i, block in enumerate(model.blocks) if hasattr(block.attn, "lambda_proj")]
+        for i, block in enumerate(model.blocks) if getattr(block.attn, "learned_gate", False)]  # "half": no λ_proj
     total, count, flags = 0.0, 0, []
     try:
         for start in range(0, len(inputs), micro_batch):
