@@ -75,6 +75,12 @@ VARIANT_LABELS = {"baseline": "baseline", "baseline_2h": "2h heads", "diff_v1": 
                   "diff_v1-lambda_init0.8": "V1, λ_init 0.8", "diff_v2": "DIFF V2",
                   "diff_v2-gate_half": "V2, σ(λ) = ½", "diff_v2-sum": "V2 pairs summed"}
 TASK_IDS = {"mqar": "mqar", "rebind_all": "rebind", "needles3": "needles"}
+
+
+def result_key(name: str) -> str:
+    """A variant's name as a key of the lessons' numbers, which lessons quote by dotted paths: no '.' in it
+    ('diff_v1-lambda_init0.8' → 'diff_v1-lambda_init0_8')."""
+    return name.replace(".", "_")
 PADDING_FREE = ("needles3",)  # a haystack, no padding to place
 
 

@@ -87,6 +87,7 @@ def recall_models() -> dict:
     import torch
 
     from diffattn.data.retrieval import examples
+    from diffattn.eval.sweep import VARIANT_LABELS, result_key
 
     if not (shipped.recall_root() / shipped.MANIFEST).is_file():
         return {}
@@ -102,8 +103,8 @@ def recall_models() -> dict:
             scored = {"unquantized": retrieval.summarise(retrieval.run_batches(model, items))}
             scored |= {str(b): retrieval.summarise(retrieval.run_batches(model, items, quantizer=quantize.absmax_quantizer(b)))
                        for b in RECALL_BITS}
-            out["models"][name] = {
-                "outliers": {"logits": stats["logits"], "hidden": stats["hidden"]},
+            out["models"][result_key(name)] = {
+                "label": VARIANT_LABELS[name], "outliers": {"logits": stats["logits"], "hidden": stats["hidden"]},
                 "retrieval": {k: {key: r[key] for key in ("accuracy", "ci95", "answer_loss", "null_best", "null_rule",
                                                           "vs_null", "retrieves")} for k, r in scored.items()}}
     return out
@@ -161,25 +162,29 @@ def report(results: dict) -> str:
         lines += outlier_rows(mv, row)
         lines += [f"  attention logits quantized, {m['samples_per_cell']} examples per cell:"]
         lines += accuracy_rows(mv, [k for k in keys if k in next(iter(mv.values()))["retrieval"]], row)
-    lines += recall_rows(results.get("recall", {}), row)
+    lines += recall_rows(results.get("recall", {}))
     return "\n".join(lines)
 
 
-def recall_rows(recall: dict, row) -> list[str]:
+def recall_rows(recall: dict) -> list[str]:
     """Lesson 09's recall checkpoints: outliers, then accuracy [95%] / null at each bit width, '*' where the model
     retrieves by lesson 09's criterion."""
     if not recall:
         return []
+
+    def row(label: str, cells) -> str:
+        return f"  {label:<30}" + "".join(f"{cell:>27}" for cell in cells)
+
     m = recall["models"]
     names = list(m)
     lines = ["", f"lesson 09's shipped recall checkpoints (mqar), their validation data: |value| top-1 / median (ratio)",
-             row("", names)] + outlier_rows(m, row)
+             row("", [m[n]["label"] for n in names])] + outlier_rows(m, row)
     lines += [f"  attention logits quantized, {recall['examples']} fresh examples: accuracy [95%] / null "
               "(* retrieves by lesson 09's criterion)"]
     for key in ["unquantized"] + [str(b) for b in recall["bits"]]:
         lines.append(row(f"mqar accuracy, {key if key == 'unquantized' else key + ' bits'}", [
             f"{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / {r['null_best']:.2f}"
-            + ("*" if r["retrieves"] else " ") for r in (m[n]["retrieval"][key] for n in names)]))
+            + ("*" if r["retrieves"] else "") for r in (m[n]["retrieval"][key] for n in names)]))
     return lines
 
 

@@ -87,6 +87,7 @@ def recall_sweeps() -> dict:
     from diffattn.data.retrieval import collate, examples
     from diffattn.eval import lambda_sweep
     from diffattn.eval.probe import to_model
+    from diffattn.eval.sweep import VARIANT_LABELS, result_key
 
     if not (shipped.recall_root() / shipped.MANIFEST).is_file():
         return {}
@@ -110,8 +111,8 @@ def recall_sweeps() -> dict:
                 table["best"] = best_value(values, [r["accuracy"] for r in table["rows"][1:]])
                 table["trained_lambdas"] = lambda_sweep.trained_lambdas(model, to_model(model, collate(items[:8])[0]))
                 modes[mode] = table
-            out["models"][name] = {"variant": variant, "cell": shipped.recall_manifest()["runs"][name]["cell"],
-                                   "modes": modes}
+            out["models"][result_key(name)] = {"label": VARIANT_LABELS[name], "variant": variant, "modes": modes,
+                                               "cell": shipped.recall_manifest()["runs"][name]["cell"]}
     return out
 
 
@@ -202,8 +203,8 @@ def report(results: dict) -> str:
             lines += sweep_rows(variant, modes)
     if results["lambda_init"]:
         lines += [""] + ablation_rows(results["lambda_init"])
-    for name, m in results.get("recall", {}).get("models", {}).items():
-        lines += ["", f"lesson 09's shipped recall checkpoint {name} (cell {m['cell']}), "
+    for m in results.get("recall", {}).get("models", {}).values():
+        lines += ["", f"lesson 09's shipped recall checkpoint {m['label']} (cell {m['cell']}), "
                       f"{results['recall']['examples']} fresh mqar examples"]
         lines += recall_rows(m["variant"], m["modes"])
     return "\n".join(lines)

@@ -187,11 +187,13 @@ def recall_numbers(path: Path | None = None) -> dict:
                           "final_accuracy": s["final"]["val_accuracy"], "retrieves": judged["retrieves"],
                           "leaves_plateau_at": leaves})
         arms[arm] = {"seeds": seeds, "learned": sum(s["retrieves"] for s in seeds)}
+    finals = [s["final_accuracy"] for a in arms.values() for s in a["seeds"]]
     timing, machine = summary["timing"], summary["machine"]
     return {"design": {k: d[k] for k in ("task", "options", "seq_len", "pretrain_steps", "pretrain_lr",
                                          "continue_steps", "continue_lr", "seeds", "queries")},
             "null": summary["null"]["value"], "null_rule": summary["null"]["rule"],
             "margin": criterion.margin(summary["null"]["value"]), "arms": arms,
+            "final_accuracy_range": [min(finals), max(finals)],
             "wall_s": round(timing["total_s"]), "machine": f"{machine['cpu']} ({machine['cores']} cores), torch "
                                                            f"{machine['torch']}, {machine['date']}"}
 

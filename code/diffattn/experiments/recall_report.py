@@ -3,7 +3,7 @@ sweep`): the numbers the lesson quotes, without the learning curves, and the lin
 
 from __future__ import annotations
 
-from diffattn.eval.sweep import MECHANISM, VARIANT_LABELS
+from diffattn.eval.sweep import MECHANISM, VARIANT_LABELS, result_key
 
 
 def numbers(summary: dict) -> dict:
@@ -17,7 +17,7 @@ def numbers(summary: dict) -> dict:
                       "margin": cell["margin"], "queries": cell["queries"], "variants": {}}
         for name, v in cell["variants"].items():
             runs = v["runs"]
-            cells[key]["variants"][name] = {
+            cells[key]["variants"][result_key(name)] = {
                 "seeds": v["seeds"], "learned": v["learned"],
                 "final": [r["final_accuracy"] for r in runs],
                 "vs_null": [r["vs_null"] for r in runs],
@@ -39,20 +39,20 @@ def lines(sweep: dict) -> list[str]:
     out = ["", f"the recall sweep (outputs/sweep/, {sweep['runs']} runs): seeds that learned / seeds run, "
                f"by the criterion (accuracy − null ≥ {sweep['margin_share']:.0%} of 1 − null, interval included)",
            f"  {'cell':<32}{'null':>6}" + "".join(f"{VARIANT_LABELS[n]:>15}" for n in names)]
+    labels = {result_key(n): label for n, label in VARIANT_LABELS.items()}
     for key, cell in sweep["cells"].items():
+        found = {result_key(n): cell["variants"].get(result_key(n)) for n in names}
         out.append(f"  {key:<32}{cell['null']:>6.2f}" + "".join(
-            f"{cell['variants'][n]['learned']}/{cell['variants'][n]['seeds']:<1}".rjust(15) if n in cell["variants"]
-            else f"{'–':>15}" for n in names))
+            f"{v['learned']}/{v['seeds']:<1}".rjust(15) if v else f"{'–':>15}" for v in found.values()))
     for key, cell in sweep["cells"].items():
-        controls = [n for n in MECHANISM if n in cell["variants"]]
+        controls = [result_key(n) for n in MECHANISM if result_key(n) in cell["variants"]]
         if controls:
             out.append(f"  {key:<32}mechanism controls: " + ", ".join(
-                f"{VARIANT_LABELS[n]} {cell['variants'][n]['learned']}/{cell['variants'][n]['seeds']}"
-                for n in controls))
+                f"{labels[n]} {cell['variants'][n]['learned']}/{cell['variants'][n]['seeds']}" for n in controls))
     out.append("  final accuracy per seed")
     for key, cell in sweep["cells"].items():
         for n, v in cell["variants"].items():
-            out.append(f"  {key:<32}{VARIANT_LABELS[n]:<17}" + ", ".join(f"{a:.2f}" for a in v["final"]))
+            out.append(f"  {key:<32}{labels[n]:<17}" + ", ".join(f"{a:.2f}" for a in v["final"]))
     return out
 
 
@@ -85,11 +85,11 @@ def shipped_models(progress: bool = False) -> dict:
             items = examples(task["name"], EVAL_EXAMPLES, config["train"]["seq_len"],
                              torch.Generator().manual_seed(EVAL_SEED), **task["options"])
             results[name] = retrieval.summarise(retrieval.run_batches(model, items))
-            out["variants"][name] = {"retrieval": results[name],
+            out["variants"][result_key(name)] = {"label": VARIANT_LABELS[name], "retrieval": results[name],
                                      "allocation": allocation.record_allocation(model, items[:ALLOCATION_EXAMPLES])}
     for name, r in results.items():  # the same examples for every variant: paired per query, clustered by example
         if name != CONTROL:
-            out["variants"][name]["vs_control"] = clustered_difference(
+            out["variants"][result_key(name)]["vs_control"] = clustered_difference(
                 [float(c == "1") for c in r["answered_flags"]],
                 [float(c == "1") for c in results[CONTROL]["answered_flags"]], r["query_examples"])
     return retrieval.without_flags(out)
@@ -103,10 +103,10 @@ def model_lines(m: dict) -> list[str]:
     out = ["", f"the shipped recall checkpoints (cell {first['cell']}, seed {first['seed']}), {m['examples']} fresh "
                "examples: accuracy [95%] / null; − null; − baseline_2h on the same queries; share of |effective "
                "attention| at each asked key's row on its answer record / on the other records (last layer, best head)"]
-    for name, v in m["variants"].items():
+    for v in m["variants"].values():
         r, a = v["retrieval"], v["allocation"]["best_head"]
         vs = v.get("vs_control")
-        out.append(f"  {VARIANT_LABELS[name]:<16}{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / "
+        out.append(f"  {v['label']:<16}{r['accuracy']:.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}] / "
                    f"{r['null_best']:.2f}  {r['vs_null']['difference']:+.2f} [{r['vs_null']['ci95'][0]:+.2f}, "
                    f"{r['vs_null']['ci95'][1]:+.2f}]  {'retrieves' if r['retrieves'] else 'does not retrieve':<18}"
                    + (f"{vs['difference']:+.2f} [{vs['ci95'][0]:+.2f}, {vs['ci95'][1]:+.2f}]" if vs else f"{'–':<16}")
