@@ -142,7 +142,8 @@ def figures(summary: dict, folder: Path) -> list[Path]:
     for i, k in enumerate(keys):
         for j, n in enumerate(names):
             v = summary["cells"][k]["variants"][n]
-            ax.text(j, i, f"{v['learned']}/{v['seeds']}", ha="center", va="center", fontsize=9)
+            ax.text(j, i, f"{v['learned']}/{v['seeds']}", ha="center", va="center", fontsize=9,
+                    color="white" if share[i][j] > 0.6 else "black")  # readable on the darkest greens
     ax.set_xticks(range(len(names)), [VARIANT_LABELS[n] for n in names], fontsize=8)
     ax.set_yticks(range(len(keys)), keys, fontsize=8)
     ax.set_title("seeds that learned recall, per cell (stage 4's cells, at a peak lr of 1e-3, last)", fontsize=9)
@@ -151,11 +152,12 @@ def figures(summary: dict, folder: Path) -> list[Path]:
     shown = ship_choice(summary)[0]  # the cell that decides the lesson (the centre while no cell separates)
     centre = summary["cells"].get(shown)
     if centre:
-        fig, axes = plotting.new_figure(11, 2.6)
+        shown_names = names + [n for n in MECHANISM if n in centre["variants"]]  # and its mechanism controls
+        fig, axes = plotting.new_figure(2.2 * len(shown_names), 2.6)
         fig.clf()
-        axes = fig.subplots(1, len(names), sharey=True)
+        axes = fig.subplots(1, len(shown_names), sharey=True)
         null = centre["null"][centre["null_rule"]]
-        for ax, n in zip(axes, names):
+        for ax, n in zip(axes, shown_names):
             for r in centre["variants"][n]["runs"]:
                 ax.plot(r["steps"], r["accuracy"], lw=1, color="tab:green" if r["learned"] else "tab:gray")
             ax.axhline(null, ls="--", lw=0.8, color="k")
