@@ -45,7 +45,10 @@ NUMBER_KINDS = {
     "variants.*.text_loss.*": ROUNDING,
     "variants.*.retrieval.*.answer_loss": ROUNDING,
     "recall.models.*.outliers.*": ROUNDING,
-    "recall.models.*.retrieval.*.answer_loss": ROUNDING,
+    # quantizing rounds logit / step to an integer, so a kernel path's last-bit change can move a logit across a
+    # rounding edge: under avx2 a recall model's 16-bit answer loss moved by 1.9e-5 relative (AMD EPYC, 2026-12-06);
+    # never printed, and no accuracy moved
+    "recall.models.*.retrieval.*.answer_loss": Stable(rel=2e-4, abs=1e-6),
 }
 
 
