@@ -580,20 +580,11 @@ def fuzz_settings(examples: int) -> settings:
                                            HealthCheck.filter_too_much, HealthCheck.data_too_large])
 
 
+@pytest.mark.parametrize("examples", [FAST_EXAMPLES, pytest.param(SLOW_EXAMPLES, marks=pytest.mark.slow)],
+                         ids=["make-test", "make-test-slow"])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_subcommand_keeps_the_contract(fuzz, command):
-    @fuzz_settings(FAST_EXAMPLES)
-    @given(argv=invocation(command, COMMANDS[command]))
-    def one(argv):
-        check_one(fuzz, command, COMMANDS[command], argv)
-
-    one()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("command", sorted(COMMANDS))
-def test_every_subcommand_keeps_the_contract_at_length(fuzz, command):
-    @fuzz_settings(SLOW_EXAMPLES)
+def test_every_subcommand_keeps_the_contract(fuzz, command, examples):
+    @fuzz_settings(examples)
     @given(argv=invocation(command, COMMANDS[command]))
     def one(argv):
         check_one(fuzz, command, COMMANDS[command], argv)

@@ -70,9 +70,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def read_shipped_json(filename: str) -> dict[str, Any]:
-    """outputs/models/<filename> (MANIFEST.json, band.json); a one-line ConfigError saying how to restore it."""
-    path = root() / filename
+def read_shipped_json(*parts: str) -> dict[str, Any]:
+    """outputs/models/<parts…> (MANIFEST.json, band.json, cpu-recall/mqar/MANIFEST.json); a one-line ConfigError
+    saying how to restore it."""
+    path = root().joinpath(*parts)
     require(path.is_file(), f"{path} is missing: restore it with `{RESTORE}`")
     try:
         return json.loads(path.read_text())
@@ -129,12 +130,7 @@ def recall_root() -> Path:
 
 
 def recall_manifest() -> dict[str, Any]:
-    path = recall_root() / MANIFEST
-    require(path.is_file(), f"{path} is missing: restore it with `{RESTORE}`")
-    try:
-        return json.loads(path.read_text())
-    except ValueError:
-        raise ConfigError(f"{path} is not valid JSON: restore it with `{RESTORE}`") from None
+    return read_shipped_json(*RECALL, MANIFEST)
 
 
 def recall_checkpoints(names: tuple[str, ...] | None = None) -> dict[str, Path]:

@@ -149,20 +149,25 @@ def ablation_summary(found: dict) -> dict:
                          for name, r in found["settings"].items()}}
 
 
-def sweep_rows(variant: str, modes: dict) -> list[str]:
+def sweep_rows(variant: str, modes: dict, verdict: bool = False) -> list[str]:
+    """Per mode and setting: accuracy and − null, then the answer loss and share (needles) or, with `verdict`, lesson
+    09's criterion and the best setting (a recall model)."""
     trained = next(iter(modes.values()))["trained_lambdas"]
     what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
     lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
     for mode, table in modes.items():
         null = table["rows"][0]
-        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'− null [95% CI]':>22} {'answer loss':>12} "
-                     f"{'answer share':>13}    (null: {null['null_rule']} {null['null_best']:.2f}, the same queries)")
+        tail = "  verdict" if verdict else f" {'answer loss':>12} {'answer share':>13}"
+        best = f"; best: {table['best']:g}" if verdict else ""
+        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'− null [95% CI]':>22}{tail}"
+                     f"    (null: {null['null_rule']} {null['null_best']:.2f}, the same queries{best})")
         for r in table["rows"]:
             name = "trained" if r["value"] is None else f"{r['value']:g}"
             gap = r["vs_null"]
+            end = ("  " + ("retrieves" if r["retrieves"] else "does not retrieve") if verdict
+                   else f" {r['answer_loss']:>12.2f} {r['answer_share_best_head']:>+13.2f}")
             lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
-                         f" {gap['difference']:>+8.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]"
-                         f" {r['answer_loss']:>12.2f} {r['answer_share_best_head']:>+13.2f}")
+                         f" {gap['difference']:>+8.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]{end}")
     return lines
 
 
@@ -206,26 +211,8 @@ def report(results: dict) -> str:
     for m in results.get("recall", {}).get("models", {}).values():
         lines += ["", f"lesson 09's shipped recall checkpoint {m['label']} (cell {m['cell']}), "
                       f"{results['recall']['examples']} fresh mqar examples"]
-        lines += recall_rows(m["variant"], m["modes"])
+        lines += sweep_rows(m["variant"], m["modes"], verdict=True)
     return "\n".join(lines)
-
-
-def recall_rows(variant: str, modes: dict) -> list[str]:
-    """A recall model's sweep: accuracy and − null, with the criterion's verdict (lesson 09) per setting."""
-    trained = next(iter(modes.values()))["trained_lambdas"]
-    what = "λ per layer" if variant == "diff_v1" else "mean σ(λ) per layer"
-    lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
-    for mode, table in modes.items():
-        null = table["rows"][0]
-        lines.append(f"  {mode:<7} {'setting':>8} {'accuracy [95% CI]':>22} {'− null [95% CI]':>22}  verdict"
-                     f"    (null: {null['null_rule']} {null['null_best']:.2f}, the same queries; best: {table['best']:g})")
-        for r in table["rows"]:
-            name = "trained" if r["value"] is None else f"{r['value']:g}"
-            gap = r["vs_null"]
-            lines.append(f"  {'':<7} {name:>8} {r['accuracy']:>8.2f} [{r['ci95'][0]:.2f}, {r['ci95'][1]:.2f}]"
-                         f" {gap['difference']:>+8.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]  "
-                         + ("retrieves" if r["retrieves"] else "does not retrieve"))
-    return lines
 
 
 def figures(results: dict, outdir: Path) -> list[Path]:
