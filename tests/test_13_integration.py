@@ -146,3 +146,15 @@ def test_the_recall_warm_start_pretrains_as_the_sweep_trained_its_baselines():
     assert [r.seed for r in runs] == list(sweep.CENTRE_SEEDS)
     for run in runs:
         assert run.configs() == sweep.LR_CELLS[0].run("baseline", run.seed).configs()
+
+
+def test_the_recall_warm_start_started_from_the_sweeps_baselines():
+    """Lesson 13 says the committed recall study's baselines are the sweep's: their step-0 accuracy is the final
+    accuracy of the sweep's baseline of the same seed in that cell (same configs, same arithmetic)."""
+    if not RECALL.is_file():
+        pytest.skip("recall.json is not committed")
+    from diffattn.eval import sweep
+
+    study_start = [s["step0"]["val_accuracy"] for s in json.loads(RECALL.read_text())["arms"]["baseline"]["seeds"]]
+    cell = json.loads((outputs_dir() / "sweep" / "summary.json").read_text())["cells"][sweep.LR_CELLS[0].key]
+    assert study_start == [r["final_accuracy"] for r in cell["variants"]["baseline"]["runs"]]

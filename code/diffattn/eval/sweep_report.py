@@ -9,6 +9,7 @@ so the null models and the paired differences between variants are computed on t
 
 from __future__ import annotations
 
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -126,8 +127,8 @@ def table(summary: dict) -> str:
 
 
 def _count(v: dict) -> str:
-    steps = sorted(r["leaves_plateau_at"] for r in v["runs"] if r["learned"] and r["leaves_plateau_at"])
-    median = f" @{steps[len(steps) // 2]}" if steps else ""
+    steps = [r["leaves_plateau_at"] for r in v["runs"] if r["learned"] and r["leaves_plateau_at"]]
+    median = f" @{statistics.median(steps):g}" if steps else ""
     return f"{v['learned']}/{v['seeds']}{median}"
 
 

@@ -17,12 +17,18 @@ def numbers(summary: dict) -> dict:
                       "margin": cell["margin"], "queries": cell["queries"], "variants": {}}
         for name, v in cell["variants"].items():
             runs = v["runs"]
+            left = [r["leaves_plateau_at"] for r in runs if r["leaves_plateau_at"] is not None]
+            gaps = [c["difference"] for c in v.get("vs_control", [])]
             cells[key]["variants"][result_key(name)] = {
                 "seeds": v["seeds"], "learned": v["learned"],
                 "final": [r["final_accuracy"] for r in runs],
                 "vs_null": [r["vs_null"] for r in runs],
                 "leaves_plateau_at": [r["leaves_plateau_at"] for r in runs],
                 "vs_control": v.get("vs_control", []),
+                # what the lesson quotes of them: the first and last step a run left the plateau, the range of the
+                # paired differences to the control
+                "leaves_range": [min(left), max(left)] if left else None,
+                "vs_control_range": [min(gaps), max(gaps)] if gaps else None,
             }
     passes = summary.get("training", [])
     return {"centre": summary["centre"], "margin_share": summary["margin_share"], "cells": cells,
