@@ -152,7 +152,7 @@ def test_classroom_rubric_matches_the_graded_points(reference_report):
     (["--only", "ex99"], "unknown exercise ex99"),
     (["--timeout", "0"], "--timeout must be > 0"),
     (["--memory", "10"], "--memory must be at least 256 MiB"),
-    (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--jobs", "0"], "--jobs must be 1 to 64"),
     (["--tests", "/no/such/folder"], "--tests /no/such/folder: no such folder"),
     (["--impl", "tests.wrong.nothing_here"], "--impl tests.wrong.nothing_here: expected"),
     (["--submission", "/no/such/folder"], "--submission /no/such/folder: no such folder"),

@@ -258,7 +258,7 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
         kept = [r for r in checkpoint.read_metrics(out) if r["step"] <= start] if state is not None else []
         metrics_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     train_time = kept[-1]["time_s"] if kept else 0.0
-    bar = None
+    bar, last_accuracy = None, None
     if d.main and progress:
         from tqdm import tqdm
 
@@ -302,7 +302,12 @@ def train(preset: str, model_config: GPTConfig, c: TrainConfig, out: str | Path,
                 if step % c.checkpoint_every == 0 or step == c.steps:
                     save(step)
                 if bar is not None:
-                    bar.set_postfix(loss=f"{update['train_loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}", refresh=False)
+                    shown = {"loss": f"{update['train_loss']:.3f}", "tok_s": f"{record['tokens_per_s']:,.0f}"}
+                    if "val_accuracy" in record:  # a retrieval task's last validation accuracy, kept between passes
+                        last_accuracy = f"{record['val_accuracy']:.2f}"
+                    if last_accuracy is not None:
+                        shown["val_acc"] = last_accuracy
+                    bar.set_postfix(shown, refresh=False)
                     bar.update(1)
     except KeyboardInterrupt:
         data_rng.set_state(data_state)
