@@ -72,7 +72,7 @@ def shipped_models(progress: bool = False) -> dict:
     import torch
 
     from diffattn import shipped
-    from diffattn.checkpoint import load_model
+    from diffattn.checkpoint import load_model, read_metrics
     from diffattn.cpu import one_thread
     from diffattn.data.retrieval import examples
     from diffattn.eval import allocation, retrieval
@@ -91,7 +91,9 @@ def shipped_models(progress: bool = False) -> dict:
             items = examples(task["name"], EVAL_EXAMPLES, config["train"]["seq_len"],
                              torch.Generator().manual_seed(EVAL_SEED), **task["options"])
             results[name] = retrieval.summarise(retrieval.run_batches(model, items))
+            trained = read_metrics(directory)[-1]  # the run as it shipped: its last step and its training time
             out["variants"][result_key(name)] = {"label": VARIANT_LABELS[name], "retrieval": results[name],
+                                                 "steps": trained["step"], "train_s": trained["time_s"],
                                      "allocation": allocation.record_allocation(model, items[:ALLOCATION_EXAMPLES])}
     for name, r in results.items():  # the same examples for every variant: paired per query, clustered by example
         if name != CONTROL:
