@@ -79,7 +79,6 @@ def run(progress: bool = True) -> dict:
     return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
 
 
-RECALL_EXAMPLES = 128  # fresh examples of the shipped recall checkpoints' own layout (lesson 09 scores the same ones)
 RECALL_BITS = (*quantize.BITS, 3, 2)  # down to where a model that retrieves stops
 
 
@@ -87,22 +86,19 @@ def recall_models() -> dict:
     """Lesson 09's shipped recall checkpoints (mqar, trained until some variant retrieves): outliers on their own
     validation data, and accuracy beside its null and the criterion's verdict with the attention logits quantized.
     {} until they ship."""
-    import torch
-
-    from diffattn.data.retrieval import examples
     from diffattn.eval.sweep import VARIANT_LABELS, result_key
+    from diffattn.experiments import recall_report
 
     if not (shipped.recall_root() / shipped.MANIFEST).is_file():
         return {}
-    out: dict = {"examples": RECALL_EXAMPLES, "bits": list(RECALL_BITS), "models": {}}
+    out: dict = {"examples": recall_report.EVAL_EXAMPLES, "bits": list(RECALL_BITS), "models": {}}
     with one_thread():
         for name, directory in shipped.recall_checkpoints().items():
             model, config = load_model(directory)
             task, seq_len = config["task"], config["train"]["seq_len"]
             inputs, _ = make_task(task["name"], seq_len, options=task["options"]).validation(WINDOWS, seq_len)
             stats = outliers.outliers(model, inputs)
-            items = examples(task["name"], RECALL_EXAMPLES, seq_len, torch.Generator().manual_seed(0),
-                             **task["options"])
+            items = recall_report.fresh_examples(config)
             scored = {"unquantized": retrieval.summarise(retrieval.run_batches(model, items))}
             scored |= {str(b): retrieval.summarise(retrieval.run_batches(model, items, quantizer=quantize.absmax_quantizer(b)))
                        for b in RECALL_BITS}
@@ -180,7 +176,7 @@ def recall_rows(recall: dict) -> list[str]:
 
     m = recall["models"]
     names = list(m)
-    lines = ["", f"lesson 09's shipped recall checkpoints (mqar), their validation data: |value| top-1 / median (ratio)",
+    lines = ["", "lesson 09's shipped recall checkpoints (mqar), their validation data: |value| top-1 / median (ratio)",
              row("", [m[n]["label"] for n in names])] + outlier_rows(m, row)
     lines += [f"  attention logits quantized, {recall['examples']} fresh examples: accuracy [95%] / null "
               "(* retrieves by lesson 09's criterion)"]

@@ -76,31 +76,26 @@ def run(progress: bool = True) -> dict:
     return retrieval.without_flags(out)  # per-query flags stay in the eval JSON files
 
 
-RECALL_EXAMPLES = 128  # fresh examples of the shipped recall checkpoints' own layout (lesson 09 scores the same ones)
-
 
 def recall_sweeps() -> dict:
     """The same sweeps on lesson 09's shipped recall checkpoints (mqar, trained until some variant retrieves): per DIFF
     variant and setting, accuracy beside its null and the criterion's verdict; {} until they ship."""
-    import torch
-
-    from diffattn.data.retrieval import collate, examples
+    from diffattn.data.retrieval import collate
     from diffattn.eval import lambda_sweep
     from diffattn.eval.probe import to_model
     from diffattn.eval.sweep import VARIANT_LABELS, result_key
+    from diffattn.experiments import recall_report
 
     if not (shipped.recall_root() / shipped.MANIFEST).is_file():
         return {}
-    out: dict = {"examples": RECALL_EXAMPLES, "models": {}}
+    out: dict = {"examples": recall_report.EVAL_EXAMPLES, "models": {}}
     with one_thread():
         for name, directory in shipped.recall_checkpoints().items():
             model, config = load_model(directory)
             variant = config["model"]["attention"]
             if variant not in SWEEPS:
                 continue
-            task, seq_len = config["task"], config["train"]["seq_len"]
-            items = examples(task["name"], RECALL_EXAMPLES, seq_len, torch.Generator().manual_seed(0),
-                             **task["options"])
+            items = recall_report.fresh_examples(config)
 
             def measure(m) -> dict:
                 return retrieval.summarise(retrieval.run_batches(m, items))

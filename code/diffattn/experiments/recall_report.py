@@ -65,16 +65,25 @@ def lines(sweep: dict) -> list[str]:
 EVAL_EXAMPLES, EVAL_SEED, ALLOCATION_EXAMPLES = 128, 0, 32
 
 
+def fresh_examples(config: dict) -> list:
+    """The EVAL_EXAMPLES fresh examples of a recall checkpoint's own layout (its recorded task, options and length):
+    lessons 09, 10 and 11 score every shipped recall model on these same examples."""
+    import torch
+
+    from diffattn.data.retrieval import examples
+
+    task = config["task"]
+    return examples(task["name"], EVAL_EXAMPLES, config["train"]["seq_len"],
+                    torch.Generator().manual_seed(EVAL_SEED), **task["options"])
+
+
 def shipped_models(progress: bool = False) -> dict:
     """The shipped recall checkpoints (one sweep run per variant, diffattn.shipped.recall_checkpoints) scored on
     fresh examples of their own layout: accuracy with the criterion, each variant − baseline_2h paired on the same
     queries, and where each asked key's row puts its effective attention among the records. {} until they ship."""
-    import torch
-
     from diffattn import shipped
     from diffattn.checkpoint import load_model, read_metrics
     from diffattn.cpu import one_thread
-    from diffattn.data.retrieval import examples
     from diffattn.eval import allocation, retrieval
     from diffattn.eval.sweep import CONTROL
     from diffattn.stats import clustered_difference
@@ -87,9 +96,7 @@ def shipped_models(progress: bool = False) -> dict:
     with one_thread():
         for name, directory in dirs.items():
             model, config = load_model(directory)
-            task = config["task"]
-            items = examples(task["name"], EVAL_EXAMPLES, config["train"]["seq_len"],
-                             torch.Generator().manual_seed(EVAL_SEED), **task["options"])
+            items = fresh_examples(config)
             results[name] = retrieval.summarise(retrieval.run_batches(model, items))
             trained = read_metrics(directory)[-1]  # the run as it shipped: its last step and its training time
             out["variants"][result_key(name)] = {"label": VARIANT_LABELS[name], "retrieval": results[name],
