@@ -90,7 +90,7 @@ mutation: $(STAMP)
 	$(PY) -m tests.grading.mutation $(or $(LESSON),$(error usage: make mutation LESSON=01))
 
 # The laptop-size results lessons 08-11 report, on CPU (about an hour on 2 cores): `study` trains every run once, two
-# at a time (diffattn/study.py declares them: lesson 08's comparison, V1's initialisation 2×2 and alternatives, the
+# at a time (diffattn/training/study_runs.py declares them: lesson 08's comparison, V1's initialisation 2×2 and alternatives, the
 # low-floor retrieval tasks, the cpu-small `needles` checkpoints); `compare`, the λ_init ablation and `eval suite`
 # then reuse those runs and only tabulate and evaluate; then the lessons pick the results up. Commit outputs/study/,
 # outputs/compare/cpu-small-text*/ and outputs/eval/cpu-small/ afterwards: each summary names the machine.
@@ -102,10 +102,10 @@ train-small: $(STAMP)
 	$(PY) -m diffattn eval suite --preset cpu-small --seeds 3 --samples 16
 	$(PY) -m diffattn course --lessons 08,09,10,11
 
-# A new lesson's five files (diffattn/scaffold.py): NO_EXERCISE=1 for a lesson without exercises.
+# A new lesson's five files (diffattn/cli/scaffold.py): NO_EXERCISE=1 for a lesson without exercises.
 new-lesson:
 	@test -n "$(NN)" -a -n "$(SLUG)" || { echo "usage: make new-lesson NN=14 SLUG=roofline [TITLE='Rooflines']"; exit 2; }
-	PYTHONPATH=code $(PYTHON) -m diffattn.scaffold $(NN) $(SLUG) $(if $(TITLE),--title "$(TITLE)") $(if $(NO_EXERCISE),--no-exercise)
+	PYTHONPATH=code $(PYTHON) -m diffattn.cli.scaffold $(NN) $(SLUG) $(if $(TITLE),--title "$(TITLE)") $(if $(NO_EXERCISE),--no-exercise)
 
 lessons-check: $(STAMP)
 	$(PY) -m diffattn lessons check

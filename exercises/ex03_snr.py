@@ -2,7 +2,7 @@
 
 Grade them with `make grade EX=ex03` (`make grade` grades every exercise).
 
-Plain Python only (no numpy). You may import `math`, `diffattn.pure.softmax.softmax` and `diffattn.errors.require`;
+Plain Python only (no numpy). You may import `math`, `diffattn.pure.softmax.softmax` and `diffattn.core.errors.require`;
 do not import `diffattn.pure.snr` (that grades the reference, not you). 03.3's lambda_sweep may call your own
 signal_to_noise from 03.1, so do 03.1 first. Tolerances: the grader compares floats at relative 1e-9 (exact formulas,
 float64) unless a test says otherwise.
@@ -27,7 +27,7 @@ def signal_to_noise(weights: Sequence[float], signal_index: int) -> float:
         signal's own weight in the mean. If every other weight is exactly 0, return math.inf (−math.inf if w_s < 0);
         if w_s is 0 as well, the SNR (0/0) is undefined: raise ValueError.
     Raises:
-        ValueError (diffattn.errors.ConfigError is one) if N < 2, s is not a position of the row (no wrap-around:
+        ValueError (diffattn.core.errors.ConfigError is one) if N < 2, s is not a position of the row (no wrap-around:
         s = −1 is an error), or every weight is 0.
 
     Example (noise weights 0.25, −0.25, 0: mean magnitude 0.5/3):

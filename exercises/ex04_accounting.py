@@ -2,7 +2,7 @@
 
 Both functions describe every variant by its *baseline* Transformer: hidden D (d_model), h = `heads` query heads of
 width d = `head_dim` (h·d = D) and h_kv = `kv_heads` KV heads (None means MHA: h_kv = h). Count integers exactly.
-Raise ValueError (e.g. `diffattn.errors.ConfigError`) with a one-line message for a layout that cannot be built:
+Raise ValueError (e.g. `diffattn.core.errors.ConfigError`) with a one-line message for a layout that cannot be built:
 a size ≤ 0, h·d ≠ D, h_kv not dividing h, an unknown variant, or DIFF V1 with an odd h or odd h_kv.
 
 The four variants (lesson 04, "The math"):

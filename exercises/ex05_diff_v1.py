@@ -2,7 +2,7 @@
 
 Grade them with `make grade EX=ex05` (`make grade` grades every exercise).
 
-You may use torch and `diffattn.errors.require`; do not import the reference `diffattn.nn.functional` or
+You may use torch and `diffattn.core.errors.require`; do not import the reference `diffattn.nn.functional` or
 `diffattn.pure.attention.lambda_init` (that grades the reference, not you). Once all three pass, the module
 `diffattn.nn.attention.DiffAttentionV1` is exactly these three functions around two attention calls.
 """
@@ -53,7 +53,7 @@ def lambda_init(depth: int) -> float:
     Returns:
         a Python float.
     Raises:
-        diffattn.errors.ConfigError (a ValueError) if depth < 0, with a one-line message naming the constraint.
+        diffattn.core.errors.ConfigError (a ValueError) if depth < 0, with a one-line message naming the constraint.
     Tolerance: 1e-12.
 
     Example:

@@ -11,13 +11,13 @@ reports the gap DiffLlama − Llama in validation loss (mean cross-entropy over 
 scale, not to our code.
 
 What is shared with the course (read from diffattn, not copied): the cpu-small preset (diffattn.config.PRESETS), the
-text task and its validation windows (diffattn.data.make_task), the optimizer and schedule (diffattn.train.make_optimizer:
+text task and its validation windows (diffattn.data.make_task), the optimizer and schedule (diffattn.training.loop.make_optimizer:
 AdamW betas (0.9, 0.95), decay 0.1 on matrices and none on vectors or λ, warmup then cosine to 0.1·lr), the seed
 convention (torch.manual_seed(seed) before the weights, a data generator seeded seed + 1). The step itself mirrors
-diffattn.train.train_step for one process without accumulation (summed CE / counted targets, global-norm clip
+diffattn.training.loop.train_step for one process without accumulation (summed CE / counted targets, global-norm clip
 1.0), since train_step expects a diffattn GPT. The models are transformers' own, configured so that
 DiffLlama's attention is the course's V1 (num_attention_heads = h_base d-wide heads, i.e. h_base/2 differential
-heads; num_key_value_heads = h_kv, i.e. h_kv/2 KV groups with 2d-wide values; as in diffattn.bench.bench_v1_module).
+heads; num_key_value_heads = h_kv, i.e. h_kv/2 KV groups with 2d-wide values; as in diffattn.perf.bench.bench_v1_module).
 The known differences from the course's models are listed in MISMATCHES and written into the JSON.
 
 transformers is a dev-only tool here (pip install transformers), never a dependency of the diffattn package; without it
@@ -61,8 +61,8 @@ MISMATCHES = [
 
 def hf_configs(transformers, model) -> dict[str, Any]:
     """The Llama and DiffLlama configs for the course's baseline shape `model` (a diffattn GPTConfig, n_head = h_base):
-    lesson 13's export mapping (diffattn.warmstart.hf.hf_config), so DiffLlama's attention is the course's V1."""
-    from diffattn.warmstart.hf import hf_config
+    lesson 13's export mapping (diffattn.training.warmstart.hf.hf_config), so DiffLlama's attention is the course's V1."""
+    from diffattn.training.warmstart.hf import hf_config
 
     return {kind: hf_config(transformers, model, kind) for kind in ("llama", "diffllama")}
 
@@ -85,7 +85,7 @@ def build_model(transformers, kind: str, config, seed: int, subln_gain: bool = F
 
 
 def evaluate(net, inputs, targets, micro: int) -> float:
-    """Mean cross-entropy over every counted target (nats/byte), as diffattn.train.evaluate computes it."""
+    """Mean cross-entropy over every counted target (nats/byte), as diffattn.training.loop.evaluate computes it."""
     import torch
     from torch.nn import functional as F
 
@@ -123,7 +123,7 @@ def train_one(transformers, kind: str, config, seed: int, task, train, val, subl
     from torch.nn import functional as F
 
     from diffattn.data import IGNORE_INDEX
-    from diffattn.train import make_optimizer, parameter_groups
+    from diffattn.training.loop import make_optimizer, parameter_groups
 
     net = build_model(transformers, kind, config, seed, subln_gain)
     optimizer, scheduler = make_optimizer(net, train)  # the course's AdamW groups and WarmupCosine
@@ -187,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    from diffattn.compare import machine
+    from diffattn.training.compare import machine
     from diffattn.config import build_configs
     from diffattn.data import make_task
-    from diffattn.stats import t_interval
+    from diffattn.core.stats import t_interval
 
     wall = time.perf_counter()
     model, train = build_configs(PRESET, "baseline", steps=args.steps, eval_sequences=args.eval_sequences,

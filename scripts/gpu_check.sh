@@ -13,7 +13,7 @@
 #                    kernel agreement and the SDPA kernel SDPA picks, measured GEMM TFLOP/s and copy GB/s, attention
 #                    ops with the kernel that ran, decode points, per variant tokens/s and MFU against the measured
 #                    and the datasheet peak, the throughput and decode `targets` with met flags, evaluation status
-#                    (diffattn/gpu_run.py builds it from whatever the steps left)
+#                    (diffattn/cli/gpu_run.py builds it from whatever the steps left)
 #   gpu-results.tgz  every step's full results and log (compare-*/summary.json, table.txt, compare.png, eval-*/...)
 #   last-step.log    the log of the step that ran last
 # Afterwards: unpack into outputs/gpu/<gpu>-<date>/ and commit (README, "GPU track").
@@ -32,7 +32,7 @@
 #   decode        `bench decode --device cuda` (lesson 12): ceilings again, then the decode model's step at batch 1-64
 #                 and context 1,024-16,384 per variant (caches up to ~4 GiB each), CUDA-synchronised    ~30 s   limit 60
 #   compare       gpu-small (12 × 768, context 2,048, batch 32: 65,536 tokens per step; 6.2e8 (baseline) to 8.2e8
-#                 (2h heads) training FLOP per token, diffattn.train.training_flops_per_token → 4.1-5.4e13 FLOP
+#                 (2h heads) training FLOP per token, diffattn.training.loop.training_flops_per_token → 4.1-5.4e13 FLOP
 #                 per step ≈ 0.13-0.17 s at 40% of 790 TFLOP/s), 4 variants × GPU_TRAIN_STEPS=40 steps; per variant
 #                 compile ~35 s + 40 steps ~6 s + 2 evaluations ~1 s + a 1.0-1.2 GB checkpoint ~3 s        ~180 s   limit 190
 #   eval          `eval suite` on gpu-small needles checkpoints trained here, 3 variants × GPU_EVAL_STEPS=20
@@ -86,7 +86,7 @@ else  # cpu-tiny, compiled, bf16 autocast on CPU: every code path of the GPU run
 fi
 
 pack() {  # the summary, the packed results and the last log into OUT_DIR (three files, each replaced whole)
-    "$PY" -m diffattn.gpu_run summary "$STAGE" --out "$STAGE/gpu-check.json" >> "$STAGE/logs/summary.log" 2>&1
+    "$PY" -m diffattn.cli.gpu_run summary "$STAGE" --out "$STAGE/gpu-check.json" >> "$STAGE/logs/summary.log" 2>&1
     tar -czf "$WORK/gpu-results.tgz" -C "$STAGE" .
     [ $? -le 1 ] && mv -f "$WORK/gpu-results.tgz" "$OUT/gpu-results.tgz"  # 1: a file changed while read; still packed
     [ -f "$STAGE/gpu-check.json" ] && cp "$STAGE/gpu-check.json" "$OUT/gpu-check.json"
@@ -154,9 +154,9 @@ step() {  # step NAME LIMIT [--needs "MODULE ..."] COMMAND...: run under the sma
 
 LACKING=$(lacking torch scipy tqdm)  # once: each check imports the module
 step environment 30 bash -c "{ command -v nvidia-smi > /dev/null && nvidia-smi; } ; \
-    $PY -m diffattn.gpu_run environment --out $STAGE/environment.json"
+    $PY -m diffattn.cli.gpu_run environment --out $STAGE/environment.json"
 COMPILE=()
-step compile 60 "$PY" -m diffattn.gpu_run smoke --device "$DEVICE" --out "$STAGE/compile-smoke.json" \
+step compile 60 "$PY" -m diffattn.cli.gpu_run smoke --device "$DEVICE" --out "$STAGE/compile-smoke.json" \
     || COMPILE=(--no-compile)
 [ "$MODE" = cpu ] && [ ${#COMPILE[@]} -eq 0 ] && COMPILE=(--compile)  # cpu-tiny is not compiled by default
 step kernels 60 "$PY" -m diffattn gpu-check --device "$DEVICE" --out "$STAGE/kernels.json"
@@ -174,7 +174,7 @@ if [ "$TRAIN_STEPS" != 0 ]; then
         ${COMPILE[@]+"${COMPILE[@]}"} ${SIZE[@]+"${SIZE[@]}"} --no-progress --out "$STAGE/compare-$PRESET"
 fi
 if [ "$EVAL_STEPS" != 0 ]; then
-    # scipy: its intervals (diffattn.stats); a bare GPU machine may not have it
+    # scipy: its intervals (diffattn.core.stats); a bare GPU machine may not have it
     step eval 600 --needs "scipy tqdm" "$PY" -m diffattn eval suite --preset "$PRESET" --steps "$EVAL_STEPS" \
         --warmup-steps 1 --no-compile --samples 1 --out "$STAGE/eval-$PRESET"
 fi
@@ -184,7 +184,7 @@ if [ "$RETRIEVAL_STEPS" != 0 ]; then  # lesson 09's low-floor tasks at gpu-small
         --retrieval-steps "$RETRIEVAL_STEPS" --out "$STAGE/study-$PRESET" --no-progress
 fi
 echo "all steps: $((SECONDS - START)) s; results in $OUT:"
-"$PY" -m diffattn.gpu_run check-out "$OUT" || status=1
+"$PY" -m diffattn.cli.gpu_run check-out "$OUT" || status=1
 ls -l "$OUT"
 rm -rf "$WORK"
 exit $status

@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "code") not in sys.path:
     sys.path.insert(0, str(ROOT / "code"))
 
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.hardware import cpu_name  # noqa: E402
-from diffattn.names import LABELS, VARIANTS  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.core.hardware import cpu_name  # noqa: E402
+from diffattn.pure.variants import LABELS, VARIANTS  # noqa: E402
 
 
 def default_out(threads: int) -> Path:
-    from diffattn.cpu import native_path
+    from diffattn.nn.cpu import native_path
 
     cpu = re.sub(r"[^a-z0-9]+", "-", cpu_name().lower().replace("(r)", "")).strip("-")
     name = f"gqa-packing-{cpu}-{native_path()}-{threads}t-{datetime.date.today().isoformat()}"
@@ -40,7 +40,7 @@ def default_out(threads: int) -> Path:
 def measure(quick: bool, threads: int) -> dict:
     import torch
 
-    from diffattn.cpu import threads as torch_threads
+    from diffattn.nn.cpu import threads as torch_threads
     from diffattn.perf import ceilings, decode, suite
 
     grid = ({"model": suite.QUICK_MODEL, "batches": (1, 2), "contexts": (16, 32), "repeats": 2} if quick else
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from diffattn.results import write_json_atomic
+    from diffattn.core.results import write_json_atomic
 
     path = (args.out or default_out(args.threads)) / "packing.json"
     write_json_atomic(path, info)

@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from tests.adapters import AFTER_CALL, EXERCISES, Implementation
+from diffattn.grading.hooks import AFTER_CALL
+from diffattn.grading.rubric import EXERCISES
+from tests.adapters import Implementation
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from diffattn.errors import ConfigError
-from diffattn.experiments import lesson01_noise_floor as lesson
+from diffattn.core.errors import ConfigError
+from diffattn.lessons import lesson01_noise_floor as lesson
 from diffattn.pure.softmax import softmax as reference_softmax
 from tests.feedback import expect_close, refuses, show
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diffattn.errors import ConfigError
-from diffattn.experiments import lesson02_diff_attention as lesson
-from diffattn.experiments.lesson02_diff_attention import random_matrix
+from diffattn.core.errors import ConfigError
+from diffattn.lessons import lesson02_diff_attention as lesson
+from diffattn.lessons.lesson02_diff_attention import random_matrix
 from diffattn.pure.attention import diff_weights_v1, lambda_init, logit_difference_weights
 from tests.feedback import expect_close, refuses, show
 

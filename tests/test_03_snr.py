@@ -27,7 +27,7 @@ from diffattn.pure.snr import (
     subtract_maps,
 )
 from diffattn.pure.softmax import softmax
-from diffattn.results import load_numbers
+from diffattn.core.results import load_numbers
 from tests.feedback import refuses, show
 
 REL = 1e-9  # float64 arithmetic on rows of <= a few thousand entries
@@ -490,7 +490,7 @@ def test_map_one_carries_the_signal_and_map_two_only_noise():
     lambda: output_cosine([1.0, 0.0], [[1.0, 0.0], [1.0]], 0),
 ])
 def test_bad_input_raises_a_config_error(bad):
-    from diffattn.errors import ConfigError
+    from diffattn.core.errors import ConfigError
 
     with pytest.raises(ConfigError):
         bad()
@@ -650,7 +650,7 @@ def test_setting_grid_cell_matches_an_oracle():
     """The public toy's cell (μ 4, τ 0.5, ρ 0, λ 0.8) recomputed with plain loops from the lesson's own draws."""
     from statistics import median
 
-    from diffattn.experiments import lesson03_snr as lesson03
+    from diffattn.lessons import lesson03_snr as lesson03
 
     def loop_softmax(z):
         top = max(z)

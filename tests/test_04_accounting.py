@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from diffattn.errors import ConfigError
-from diffattn.experiments import lesson04_accounting as lesson
+from diffattn.core.errors import ConfigError
+from diffattn.lessons import lesson04_accounting as lesson
 from diffattn.pure import accounting as acc
 from tests.feedback import refuses, show
 

@@ -25,7 +25,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn.errors import ConfigError  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.nn import DiffAttentionV1, DiffAttentionV2, KVCache, MultiheadAttention, rope_cos_sin  # noqa: E402
 
 pytestmark = pytest.mark.torch

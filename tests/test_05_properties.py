@@ -183,7 +183,7 @@ def test_gradcheck_fp64(name):
 # ---- lesson 05's numbers ------------------------------------------------------------------------------------------
 
 def test_seed_000_example_is_reproduced():
-    from diffattn.experiments.lesson05_diff_v1_torch import seed_example
+    from diffattn.lessons.lesson05_diff_v1_torch import seed_example
 
     s = seed_example()
     line = f"Each row sums to {s['row_sum_first']:.2f}; {s['negative']} of {s['total']} weights are negative"
@@ -192,7 +192,7 @@ def test_seed_000_example_is_reproduced():
 
 
 def test_lambda_spread_at_init_matches_the_derivation():
-    from diffattn.experiments.lesson05_diff_v1_torch import lambda_at_init
+    from diffattn.lessons.lesson05_diff_v1_torch import lambda_at_init
 
     r = lambda_at_init(128, seeds=200)  # std of the std estimate ≈ 0.008
     assert abs(r["predicted_std"] - 0.16) < 1e-3  # derived here: √(2·128)·0.01 = 0.16
@@ -200,7 +200,7 @@ def test_lambda_spread_at_init_matches_the_derivation():
 
 
 def test_norm_sets_every_head_to_one_minus_lambda_init():
-    from diffattn.experiments.lesson05_diff_v1_torch import norm_effect
+    from diffattn.lessons.lesson05_diff_v1_torch import norm_effect
 
     r = norm_effect(depth=3)
     # eps = 1e-5 against a mean square of ~1e-2 pulls the RMS down by ~eps/(2·ms) ≈ 5e-4 relative
@@ -209,6 +209,6 @@ def test_norm_sets_every_head_to_one_minus_lambda_init():
 
 
 def test_torch_mirror_matches_stdlib():
-    from diffattn.experiments.lesson05_diff_v1_torch import stdlib_agreement
+    from diffattn.lessons.lesson05_diff_v1_torch import stdlib_agreement
 
     assert max(stdlib_agreement().values()) < 1e-12

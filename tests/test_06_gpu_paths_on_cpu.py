@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import bench  # noqa: E402
+from diffattn.perf import bench  # noqa: E402
 from diffattn.nn import kernels  # noqa: E402
 from diffattn.nn.attention import DiffAttentionV1  # noqa: E402
 from diffattn.nn.rope import rope_cos_sin  # noqa: E402

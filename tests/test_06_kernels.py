@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from diffattn import pure  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.nn import KVCache, apply_rope, rope_cos_sin  # noqa: E402
 from diffattn.nn import functional as ours  # noqa: E402
 from diffattn.nn import kernels  # noqa: E402
@@ -241,7 +241,7 @@ def test_kv_cache_appends_along_the_sequence():
 
 def test_kernel_plans_match_the_cost_model():
     """Attention FLOPs 1 / 1.5 / 2 / 2 × baseline; decode K/V reads 1 / 1.5 / 2 / 1× (derived here, as in lesson 04)."""
-    from diffattn.experiments.lesson06_kernels import plans
+    from diffattn.lessons.lesson06_kernels import plans
 
     rows = plans()["variants"]
     assert [rows[v]["calls"] for v in rows] == [1, 2, 4, 1]
@@ -252,7 +252,7 @@ def test_kernel_plans_match_the_cost_model():
 
 
 def test_v1_paths_and_v2_single_call_are_the_same_computation():
-    from diffattn.experiments.lesson06_kernels import v1_paths, v2_call
+    from diffattn.lessons.lesson06_kernels import v1_paths, v2_call
 
     assert v1_paths(torch.float64) < 1e-12 and v2_call(torch.float64) < 1e-12
     assert v1_paths(torch.float32) < 1e-5 and v2_call(torch.float32) < 1e-5
@@ -260,7 +260,7 @@ def test_v1_paths_and_v2_single_call_are_the_same_computation():
 
 def test_paper_table7_percentages_are_relative_to_diff():
     """Table 7's printed −9/−9/−12/−10/−6/−5 % are (D − T)/D; the slowdown (T − D)/T is smaller."""
-    from diffattn.experiments.lesson06_kernels import paper_throughput
+    from diffattn.lessons.lesson06_kernels import paper_throughput
 
     p = paper_throughput()
     printed = [-9, -9, -12, -10, -6, -5]  # Table 7's labels, train/forward per row

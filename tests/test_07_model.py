@@ -1,4 +1,4 @@
-"""Lesson 07: the small GPT (diffattn.model), KV-cache decoding and sampling (diffattn.generate), tiny training.
+"""Lesson 07: the small GPT (diffattn.model.gpt), KV-cache decoding and sampling (diffattn.model.generate), tiny training.
 
 Tolerances: float64 models must match to 1e-10 (cached and full passes differ only in summation order); float32
 models at random init (logits of order 0.1) to 1e-5.
@@ -14,15 +14,15 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
-from diffattn.cpu import one_thread  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.experiments.lesson07_small_gpt import (  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.lessons.lesson07_small_gpt import (  # noqa: E402
     accounting_config,
     paper_shape_params,
     train_copy,
 )
-from diffattn.generate import cache_nbytes, generate, incremental_logits, sample_next  # noqa: E402
-from diffattn.model import GPT, checkpoint_variant, parameter_breakdown  # noqa: E402
+from diffattn.model.generate import cache_nbytes, generate, incremental_logits, sample_next  # noqa: E402
+from diffattn.model.gpt import GPT, checkpoint_variant, parameter_breakdown  # noqa: E402
 from diffattn.pure import accounting  # noqa: E402
 from diffattn.pure.attention import lambda_init  # noqa: E402
 
@@ -299,7 +299,7 @@ def test_a_forward_pass_checks_cheaply(monkeypatch):
     import inspect
     import sys
 
-    from diffattn import errors
+    from diffattn.core import errors
 
     callers = []
 

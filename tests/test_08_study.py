@@ -12,13 +12,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("scipy")
 
-from diffattn import config, study  # noqa: E402
-from diffattn.ablation import run_name  # noqa: E402
+from diffattn import config
+from diffattn.training import study_runs as study  # noqa: E402
+from diffattn.training.ablation import run_name  # noqa: E402
 from diffattn.config import INIT_STD, GPTConfig, build_configs, default_out  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.eval import study as report  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.eval import study_summary as report  # noqa: E402
 from diffattn.eval.init_scale import branch_rms  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
 from diffattn.nn.functional import lambda_init as schedule  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -108,10 +109,10 @@ def shrink(monkeypatch, tmp_path):
     monkeypatch.setitem(config.PRESETS, "cpu-recall", recall)
     for name in ("TEXT_SEEDS", "ALTERNATIVE_SEEDS", "RETRIEVAL_SEEDS", "SUITE_SEEDS"):
         monkeypatch.setattr(study, name, (0, 1))
-    monkeypatch.setattr("diffattn.eval.study.TEXT_SEEDS", (0, 1))
+    monkeypatch.setattr("diffattn.eval.study_summary.TEXT_SEEDS", (0, 1))
     monkeypatch.setattr(study, "RETRIEVAL_TASKS", {"needles": {"n_needles": 2, "n_queries": 2, "value_len": 2},
                                                    "rebind": {"n_keys": 4, "n_rebinds": 2, "n_queries": 2}})
-    monkeypatch.setattr("diffattn.eval.study.RETRIEVAL_TASKS", study.RETRIEVAL_TASKS)
+    monkeypatch.setattr("diffattn.eval.study_summary.RETRIEVAL_TASKS", study.RETRIEVAL_TASKS)
 
 
 def args(**kw) -> argparse.Namespace:

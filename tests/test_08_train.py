@@ -19,12 +19,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import checkpoint, cli  # noqa: E402
+from diffattn import cli
+from diffattn.training import checkpoint  # noqa: E402
 from diffattn.config import PRESETS, Preset, TrainConfig, build_configs  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
-from diffattn.runs import ensure_checkpoints  # noqa: E402
-from diffattn.train import parameter_groups, train  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
+from diffattn.training.runs import ensure_checkpoints  # noqa: E402
+from diffattn.training.loop import parameter_groups, train  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
@@ -359,8 +360,8 @@ def test_a_compile_failure_costs_only_its_variant(tmp_path, monkeypatch):
 def test_a_diverging_variant_costs_only_itself(tmp_path, monkeypatch):
     """TrainingDiverged is a ConfigError (one line at the command line), but a NaN in one variant's run says nothing
     about the next: compare lists it as failed and trains the others."""
-    from diffattn import compare as compare_module
-    from diffattn.train import TrainingDiverged
+    from diffattn.training import compare as compare_module
+    from diffattn.training.loop import TrainingDiverged
 
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
     real = compare_module.train_seeds

@@ -15,13 +15,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import checkpoint  # noqa: E402
+from diffattn.training import checkpoint  # noqa: E402
 from diffattn.cli import main  # noqa: E402
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
 from diffattn.data import retrieval as R  # noqa: E402
-from diffattn.eval import allocation, lambda_sweep, outliers, quantize, retrieval  # noqa: E402
+from diffattn.eval import allocation, lambda_sweep, outliers, quantize, needle_accuracy as retrieval  # noqa: E402
 from diffattn.eval.probe import Probe  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
@@ -233,7 +233,7 @@ def test_eval_cli_bad_input_is_one_line_and_exit_2(ckpts, tmp_path, capsys, kind
 
 
 def test_many_needles_pools_the_4_and_6_needle_layouts_with_their_null():
-    from diffattn.eval.command import many_needles
+    from diffattn.eval.kinds import many_needles
 
     table = retrieval.table2(Oracle(64), [64], samples=3)
     pooled = many_needles(table)
@@ -298,9 +298,9 @@ def test_eval_suite_trains_with_the_steps_it_is_given(tmp_path, monkeypatch):
 @pytest.mark.parametrize("error, status", [(RuntimeError("out of memory\nsecond line"), 1), (KeyboardInterrupt(), 130)])
 def test_eval_suite_keeps_every_variant_that_finished(tmp_path, monkeypatch, error, status):
     """A variant that fails (here its evaluation raises) costs that variant only; an interrupt (the SIGTERM of a time
-    limit arrives as KeyboardInterrupt, diffattn.errors.interrupt_as_exception) stops the suite. Either way
+    limit arrives as KeyboardInterrupt, diffattn.core.errors.interrupt_as_exception) stops the suite. Either way
     summary.json holds every variant finished before, marked incomplete."""
-    from diffattn.eval import command
+    from diffattn.eval import kinds as command
 
     out = _tiny_suite_preset(monkeypatch, tmp_path)
     real = command.evaluate

@@ -13,7 +13,7 @@ import torch
 from diffattn.config import GPTConfig, build_configs, parse_task_options, run_config
 from diffattn.data import nulls
 from diffattn.data.retrieval import BAR, PAD, examples, mqar_example, rebind_example
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.eval import criterion, sweep
 from diffattn.eval.sweep_report import learned_map, table
 
@@ -147,7 +147,7 @@ def test_the_table_counts_seeds_that_learned():
 # --- V2's mechanism controls -------------------------------------------------------------------------------------
 
 def test_v2_controls_change_only_the_pair_and_the_gate():
-    from diffattn.model import GPT
+    from diffattn.model.gpt import GPT
 
     base = GPTConfig(n_layer=1, d_model=32, n_head=2, n_kv_head=1, attention="diff_v2")
     torch.manual_seed(0)
@@ -226,7 +226,7 @@ def test_a_summary_keeps_the_cells_no_run_here_can_recompute(tmp_path, monkeypat
     """Cells trained before (their checkpoint folders are not committed) stay in summary.json, in the declared order,
     and a cell recomputed from its runs replaces what was recorded of it."""
     from diffattn.eval import sweep_report
-    from diffattn.results import write_json_atomic
+    from diffattn.core.results import write_json_atomic
 
     def cell(accuracy: float) -> dict:
         run = {"seed": 0, "learned": False, "leaves_plateau_at": None, "final_accuracy": accuracy, "steps": [100],
@@ -251,8 +251,8 @@ def test_every_variant_of_the_sweep_trains_and_evaluates(name, tmp_path):
     never calls)."""
     import dataclasses
 
-    from diffattn.checkpoint import read_metrics
-    from diffattn.runs import train_fresh
+    from diffattn.training.checkpoint import read_metrics
+    from diffattn.training.runs import train_fresh
 
     preset, model, c, _ = sweep.LR_CELLS[0].run(name, 0).job()
     train_fresh(preset, model, dataclasses.replace(c, steps=3, eval_every=1, eval_sequences=8), tmp_path / name)

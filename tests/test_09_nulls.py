@@ -16,9 +16,9 @@ pytest.importorskip("scipy")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from diffattn.data import nulls, retrieval as R  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.eval import retrieval  # noqa: E402
-from diffattn.stats import clustered_difference, t_interval  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.eval import needle_accuracy as retrieval  # noqa: E402
+from diffattn.core.stats import clustered_difference, t_interval  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from diffattn.data import retrieval as R  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.torch
 FEW = settings(max_examples=25, deadline=None)

@@ -1,4 +1,4 @@
-"""The checkpoints lessons 09-11 evaluate ship in outputs/models/ (diffattn.shipped): they are verified before use, a
+"""The checkpoints lessons 09-11 evaluate ship in outputs/models/ (diffattn.training.shipped): they are verified before use, a
 damaged one is a one-line error that names the file and never a silent retrain, the weights-only format loads the
 same model the trainer saved, and retraining lands within the band measured across CPU kernel paths."""
 
@@ -15,10 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import checkpoint, shipped  # noqa: E402
+from diffattn.training import checkpoint
+from diffattn.training import shipped  # noqa: E402
 from diffattn.config import GPTConfig, build_configs, matched_configs, run_config  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,8 +164,8 @@ def test_replace_ships_new_weights_with_a_manifest_that_verifies(tmp_path, monke
 def test_lesson_08_loss_tolerances_cover_the_measured_band():
     """Lesson 08 retrains the `text` runs that ship: the moves its NUMBER_KINDS allow its final losses must be at least
     the spread `models band` measured for the same runs across kernel paths and thread counts."""
-    from diffattn.experiments import lesson08_training as lesson
-    from diffattn.numberkinds import kind_of
+    from diffattn.lessons import lesson08_training as lesson
+    from diffattn.core.numberkinds import kind_of
 
     widest = shipped.summary()["widest"]["text"]
     for variant, moved in widest.items():

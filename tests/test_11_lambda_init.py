@@ -12,10 +12,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import ablation, checkpoint, cli, config  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
+from diffattn import cli, config
+from diffattn.training import ablation
+from diffattn.training import checkpoint  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.eval import saved  # noqa: E402
-from diffattn.model import GPT, GPTConfig  # noqa: E402
+from diffattn.model.gpt import GPT, GPTConfig  # noqa: E402
 from diffattn.pure.attention import lambda_init as scheduled  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -20,9 +20,9 @@ from hypothesis import given, seed, settings  # noqa: E402
 from hypothesis import strategies as st
 
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
-from diffattn.cpu import one_thread  # noqa: E402
-from diffattn.experiments.lesson07_small_gpt import copy_batch, copy_loss, train_copy  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
+from diffattn.lessons.lesson07_small_gpt import copy_batch, copy_loss, train_copy  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
 from diffattn.nn import DiffAttentionV1, DiffAttentionV2, rope_cos_sin  # noqa: E402
 from tests.feedback import first_difference, refuses, show  # noqa: E402
 

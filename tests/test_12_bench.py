@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
-from diffattn.cpu import one_thread  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.perf import ceilings, counts, phases  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -184,7 +184,7 @@ def test_decode_points_time_each_step_at_its_context_on_the_static_cache():
 
 
 def test_a_timed_step_sees_exactly_the_context_it_is_labelled_with():
-    from diffattn.model import GPT
+    from diffattn.model.gpt import GPT
 
     torch.manual_seed(0)
     model = GPT(suite.QUICK_MODEL).eval()
@@ -299,7 +299,7 @@ def test_a_full_cuda_run_takes_the_gpu_decode_grid():
 
 def test_the_lesson_reads_the_committed_runs_and_derives_the_rest():
     """Lesson 12 measures nothing: it reads outputs/bench/<run>/roofline.json and recomputes only arithmetic."""
-    from diffattn import experiments
+    from diffattn import lessons as experiments
     from diffattn.pure.roofline import crossover_batch
 
     lesson = experiments.load("12")
@@ -327,7 +327,7 @@ def test_the_lesson_derives_its_verdicts_from_the_runs_counts():
     memory of the Llama-like model is its parameter and KV-cache count times 4 bytes."""
     import json
 
-    from diffattn import experiments
+    from diffattn import lessons as experiments
     from diffattn.config import accounting_model
     from diffattn.pure import accounting
     from diffattn.pure.roofline import crossover_batch
@@ -365,7 +365,7 @@ def test_the_lesson_counts_its_cross_run_verdicts_from_every_committed_run():
     import json
     import statistics
 
-    from diffattn import experiments
+    from diffattn import lessons as experiments
 
     lesson = experiments.load("12")
     results = lesson.run(progress=False)
@@ -405,8 +405,8 @@ TARGETS = [{"target": "v2_decode_vs_baseline", "rule": "DIFF V2 decode step time
 def test_the_lesson_takes_gpu_ceilings_from_a_gpu_run_and_skips_cpu_rehearsals(tmp_path, monkeypatch):
     import json
 
-    from diffattn import experiments
-    from diffattn.paths import outputs_dir
+    from diffattn import lessons as experiments
+    from diffattn.core.paths import outputs_dir
     from diffattn.pure.roofline import crossover_batch
 
     lesson = experiments.load("12")

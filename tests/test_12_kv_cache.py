@@ -12,11 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
-from diffattn.cpu import one_thread  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.generate import cache_nbytes, generate, incremental_logits  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
-from diffattn.names import VARIANTS  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.model.generate import cache_nbytes, generate, incremental_logits  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
+from diffattn.pure.variants import VARIANTS  # noqa: E402
 from diffattn.nn.cache import KVCache, StaticKVCache, new_cache  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from diffattn.config import GPTConfig, matched_configs  # noqa: E402
-from diffattn.cpu import one_thread  # noqa: E402
-from diffattn.generate import generate, incremental_logits  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
-from diffattn.names import VARIANTS  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
+from diffattn.model.generate import generate, incremental_logits  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
+from diffattn.pure.variants import VARIANTS  # noqa: E402
 from diffattn.nn import kernels  # noqa: E402
 from diffattn.nn.kernels import TOLERANCE, attention, unpacked_decode  # noqa: E402
 from diffattn.perf import decode  # noqa: E402
@@ -172,8 +172,8 @@ def test_the_script_refuses_bad_threads_in_one_line(tmp_path, capsys):
 
 
 def test_the_lesson_quotes_the_committed_ab_runs_summarised_from_their_rows():
-    from diffattn.experiments import roofline_packing
-    from diffattn.paths import outputs_dir
+    from diffattn.lessons import roofline_packing
+    from diffattn.core.paths import outputs_dir
 
     quoted = roofline_packing.run()
     assert list(quoted) == list(roofline_packing.RUNS)

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diffattn.errors import ConfigError
-from diffattn.names import VARIANTS
+from diffattn.core.errors import ConfigError
+from diffattn.pure.variants import VARIANTS
 from diffattn.pure.accounting import ModelConfig, decode_flops_per_byte, matmul_params
 from diffattn.pure.roofline import attention_decode_flops, crossover_batch, decode_step, ridge_point, step_seconds
 from tests.feedback import refuses, show

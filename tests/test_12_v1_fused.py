@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn.cpu import one_thread  # noqa: E402
+from diffattn.nn.cpu import one_thread  # noqa: E402
 from diffattn.nn import diff_v1_kernel  # noqa: E402
 from diffattn.nn.attention import DiffAttentionV1  # noqa: E402
 from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses, separate_maps  # noqa: E402
@@ -109,7 +109,7 @@ def layer_index(layer, name) -> int:
 
 @pytest.mark.parametrize("case", ["bf16", "decode_step", "math_backend", "separate_maps", "two_threads"])
 def test_the_fused_kernel_is_not_used_where_it_does_not_apply(case):
-    from diffattn.cpu import threads
+    from diffattn.nn.cpu import threads
 
     q, k, v, lam, _ = tensors((1, 1 if case == "decode_step" else 8, 8, 4, 2, 8),
                               torch.bfloat16 if case == "bf16" else torch.float32)
@@ -120,7 +120,7 @@ def test_the_fused_kernel_is_not_used_where_it_does_not_apply(case):
 
 def test_bad_shapes_are_one_line_errors():
     q, k, v, lam, _ = tensors((1, 8, 8, 4, 2, 8))
-    from diffattn.errors import ConfigError
+    from diffattn.core.errors import ConfigError
 
     for args in [(q, k, v[..., :8], lam), (q, k[:, :4], v, lam), (q[:, :, :7], k, v, lam), (q, k[:, :, :3], v, lam)]:
         with pytest.raises(ConfigError):
@@ -162,9 +162,9 @@ def test_accounting_counts_the_fused_path_between_the_official_ones():
     from diffattn.pure import accounting
 
     flops = {kernel: accounting.attention_flops_per_token("diff_v1", 8, 16, 100, 4, kernel)
-             for kernel in accounting.V1_KERNELS}
+             for kernel in accounting.KERNELS}
     assert flops == {"fused": 4 * 4 * 100 * 16, "two_call": 6 * 4 * 100 * 16, "four_call": 8 * 4 * 100 * 16}
-    reads = {kernel: accounting.decode_kv_read_bytes("diff_v1", 8, 16, 4, 2, kernel) for kernel in accounting.V1_KERNELS}
+    reads = {kernel: accounting.decode_kv_read_bytes("diff_v1", 8, 16, 4, 2, kernel) for kernel in accounting.KERNELS}
     assert reads == {"fused": 2 * 2 * 4 * 16, "two_call": 2 * 2 * 6 * 16, "four_call": 2 * 2 * 8 * 16}
 
 

@@ -1,4 +1,4 @@
-"""Lesson 13: `python -m diffattn convert` and the LoRA-only variant (diffattn.warmstart).
+"""Lesson 13: `python -m diffattn convert` and the LoRA-only variant (diffattn.training.warmstart).
 
 DIFF V2's conversion must give the baseline's logits at step 0 (max |Δ| ≤ 1e-5 in fp32) on the shipped checkpoint and
 on random baselines of several head layouts, and stay trainable; the near-misses a converter could make (a zeroed
@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from diffattn import cli
-from diffattn.checkpoint import load_model, save_weights
+from diffattn.training.checkpoint import load_model, save_weights
 from diffattn.config import GPTConfig
-from diffattn.model import GPT
+from diffattn.model.gpt import GPT
 from diffattn.nn.functional import query_head_groups
 from diffattn.nn.rope import rope_cos_sin
-from diffattn.warmstart.convert import step0_gap, to_diff_v1, to_diff_v2, v1_query_order
-from diffattn.warmstart.lora import lora_only, trainable_parameters
+from diffattn.training.warmstart.convert import step0_gap, to_diff_v1, to_diff_v2, v1_query_order
+from diffattn.training.warmstart.lora import lora_only, trainable_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "outputs" / "models" / "cpu-tiny" / "text" / "baseline"

@@ -1,4 +1,4 @@
-"""Lesson 13, dev-only: the course's models in and out of Hugging Face transformers (diffattn.warmstart.hf).
+"""Lesson 13, dev-only: the course's models in and out of Hugging Face transformers (diffattn.training.warmstart.hf).
 
 Skipped wherever transformers is not installed (a dev-only extra, never a dependency of diffattn); the command's
 one-line error without it is tested in tests/test_13_convert.py, which always runs.
@@ -27,12 +27,12 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from diffattn import cli  # noqa: E402
-from diffattn.checkpoint import load_model  # noqa: E402
+from diffattn.training.checkpoint import load_model  # noqa: E402
 from diffattn.config import GPTConfig  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
-from diffattn.warmstart import hf  # noqa: E402
-from diffattn.warmstart.convert import step0_gap, to_diff_v2  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
+from diffattn.training.warmstart import hf  # noqa: E402
+from diffattn.training.warmstart.convert import step0_gap, to_diff_v2  # noqa: E402
 
 pytestmark = pytest.mark.torch
 ROOT = Path(__file__).resolve().parents[1]

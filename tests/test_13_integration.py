@@ -1,4 +1,4 @@
-"""Lesson 13's experiment module and the warm-start study (diffattn.warmstart.study).
+"""Lesson 13's experiment module and the warm-start study (diffattn.training.warmstart.experiment).
 
 The study's committed results must be the run the code declares (same design), and every arm of it must have started
 where the conversion promises: V2 and LoRA-only at the baseline's validation loss and accuracy exactly, V1 elsewhere.
@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from diffattn import experiments
-from diffattn.paths import outputs_dir
-from diffattn.results import load_numbers
-from diffattn.warmstart import study
+from diffattn import lessons as experiments
+from diffattn.core.paths import outputs_dir
+from diffattn.core.results import load_numbers
+from diffattn.training.warmstart import experiment as study
 
 SUMMARY = outputs_dir() / "warmstart" / "summary.json"
 LORA_LR = outputs_dir() / "warmstart" / "lora-lr.json"
@@ -138,7 +138,7 @@ def test_what_the_lesson_says_of_the_lora_lr_check_holds_in_the_committed_check(
 
 
 def test_the_recall_warm_start_pretrains_as_the_sweep_trained_its_baselines():
-    """The recall layout is declared once (diffattn.study.RECALL_*): the warm start's pretrained baselines are the
+    """The recall layout is declared once (diffattn.training.study_runs.RECALL_*): the warm start's pretrained baselines are the
     configs of the sweep's baselines in the cell where V2 learned (same task, options, length, steps, lr, seeds)."""
     from diffattn.eval import sweep
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from diffattn import cli
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.plan import evidence, figures, hfconfig, rules
 from diffattn.plan.assemble import make_plan
 from diffattn.plan.hfconfig import FULL, SLIDING
@@ -183,7 +183,7 @@ def test_bad_arguments_are_one_line_exit_2(args, fragment):
 
 
 def test_token_counts_take_suffixes():
-    from diffattn.plan.command import token_count
+    from diffattn.cli.plan_command import token_count
 
     assert [token_count(t) for t in ("2000000000", "2e9", "2B", "2_000M", "0.5T", "1,000")] == \
            [2 * 10**9] * 4 + [5 * 10**11, 1000]
@@ -352,7 +352,7 @@ def test_the_warm_start_study_becomes_a_risk_of_converting_only(tmp_path):
 
 def test_a_measured_decode_benchmark_replaces_the_roofline_assumption(tmp_path):
     """The planner reads lesson 12's runs (<run>/roofline.json) and picks the quietest, whatever the folders' order,
-    of those diffattn.hardware.reliability passes."""
+    of those diffattn.core.hardware.reliability passes."""
     assert evidence.measured_decode(tmp_path) is None
 
     def run(folder, ratio, peak_load, cores=16, of_roofline=0.5):

@@ -25,7 +25,7 @@ from tests.test_pure_stdlib_only import BLOCKER
 ROOT = Path(__file__).resolve().parents[1]
 # what a plan must never pay for: the torch stack, the transformers extra, and the lesson modules (which parse every
 # lesson's source to find what each needs)
-HEAVY = ("torch", "numpy", "matplotlib", "safetensors", "transformers", "diffattn.experiments")
+HEAVY = ("torch", "numpy", "matplotlib", "safetensors", "transformers", "diffattn.lessons")
 PLAN = ["plan", "--preset", "llama-3.1-8b", "--context", "32768", "--hallucination", "high", "--budget-tokens", "10B",
         "--mode", "uptrain"]
 
@@ -58,8 +58,8 @@ def test_plan_imports_nothing_heavy(args):
 
 
 def test_the_check_sees_an_import_of_the_lesson_modules():
-    """Control: `course` loads diffattn.experiments before it refuses an unknown lesson."""
-    assert heavy(imported("course", "--lessons", "99", returncode=2)) == {"diffattn.experiments"}
+    """Control: `course` loads diffattn.lessons before it refuses an unknown lesson."""
+    assert heavy(imported("course", "--lessons", "99", returncode=2)) == {"diffattn.lessons"}
 
 
 def test_the_check_sees_an_import_of_torch():

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from diffattn import cli
-from diffattn.errors import ConfigError
-from diffattn.paths import outputs_dir
+from diffattn.core.errors import ConfigError
+from diffattn.core.paths import outputs_dir
 from diffattn.plan import skill
 
 COMMITTED = outputs_dir() / "skill-diff-attention-integrator.md"

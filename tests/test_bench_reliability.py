@@ -1,4 +1,4 @@
-"""Benchmarks refuse impossible numbers (diffattn.hardware.reliability): a point above its own roofline, an MFU above
+"""Benchmarks refuse impossible numbers (diffattn.core.hardware.reliability): a point above its own roofline, an MFU above
 100 %, a calibration GEMM far below the run's own kernels, or a load average at or above the usable cores marks a run
 `"reliable": false` with its reasons, and its report opens with a warning. Checked on synthetic result dicts (no
 benchmark runs here), then on every committed run under outputs/bench/ that a lesson, the planner or the README
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.hardware import FAR_BELOW, ROOFLINE_SLACK, reliability, warning_line
+from diffattn.core.hardware import FAR_BELOW, ROOFLINE_SLACK, reliability, warning_line
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "outputs" / "bench"
@@ -169,8 +169,8 @@ def test_missing_or_odd_fields_are_not_reasons():
 
 def test_both_reports_open_with_the_warning_only_when_unreliable():
     pytest.importorskip("torch")
-    from diffattn import bench
-    from diffattn.hardware import usable_cores
+    from diffattn.perf import bench
+    from diffattn.core.hardware import usable_cores
     from diffattn.perf import suite
 
     assert suite.machine(1)["usable_cores"] == usable_cores() >= 1  # what the load is judged against next time
@@ -192,7 +192,7 @@ def test_both_reports_open_with_the_warning_only_when_unreliable():
 
 def quoted_runs() -> list[str]:
     """Every folder under outputs/bench/ whose name a lesson, a lesson module, the planner or the README contains."""
-    texts = [p.read_text(encoding="utf-8") for pattern in ("lessons/*.md", "code/diffattn/experiments/*.py",
+    texts = [p.read_text(encoding="utf-8") for pattern in ("lessons/*.md", "code/diffattn/lessons/*.py",
                                                            "code/diffattn/plan/*.py", "README.md")
              for p in ROOT.glob(pattern)]
     return sorted(d.name for d in BENCH.iterdir() if d.is_dir() and any(d.name in text for text in texts))

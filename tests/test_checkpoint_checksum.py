@@ -1,4 +1,4 @@
-"""Checkpoints record a sha256 of their weights and loading checks it (diffattn.checkpoint): checkpoint.pt holds the
+"""Checkpoints record a sha256 of their weights and loading checks it (diffattn.training.checkpoint): checkpoint.pt holds the
 digest of its own contents, a weights-only copy has SHA256SUMS beside model.safetensors.
 
 A flipped byte in the tensor data of either file still loads, so before digests were recorded `convert` turned a
@@ -18,10 +18,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from diffattn import checkpoint, cli  # noqa: E402
+from diffattn import cli
+from diffattn.training import checkpoint  # noqa: E402
 from diffattn.config import GPTConfig  # noqa: E402
-from diffattn.errors import ConfigError  # noqa: E402
-from diffattn.model import GPT  # noqa: E402
+from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.model.gpt import GPT  # noqa: E402
 
 pytestmark = pytest.mark.torch
 SHIPPED = Path(__file__).resolve().parents[1] / "outputs" / "models" / "cpu-tiny" / "text" / "baseline"

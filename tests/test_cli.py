@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.pure import accounting
 
 ROOT = Path(__file__).resolve().parents[1]

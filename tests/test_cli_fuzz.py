@@ -51,21 +51,21 @@ SLOW_EXAMPLES = 130  # per subcommand: about 2,200 invocations in `make test-slo
 # Functions that start a command's heavy work, after its validation (module, attribute). A missing module or
 # attribute is skipped, so the worker also runs on a Python without torch (every torch command then says so).
 HEAVY = [
-    ("diffattn.experiments", "load"),  # lesson, course: replaced by load-then-stop (load validates the number)
-    ("diffattn.bench", "run"), ("diffattn.perf.suite", "run"),
+    ("diffattn.lessons", "load"),  # lesson, course: replaced by load-then-stop (load validates the number)
+    ("diffattn.perf.bench", "run"), ("diffattn.perf.suite", "run"),
     ("diffattn.grading.grader", "grade_exercises"),
-    ("diffattn.train", "GPT"),  # train, compare, eval suite: train() has checked everything when it builds the model
-    ("diffattn.compare", "overhead"), ("diffattn.runs", "train_missing"),
-    ("diffattn.shipped", "retrain"), ("diffattn.shipped", "band"),
+    ("diffattn.training.loop", "GPT"),  # train, compare, eval suite: train() has checked everything when it builds the model
+    ("diffattn.training.compare", "overhead"), ("diffattn.training.runs", "train_missing"),
+    ("diffattn.training.shipped", "retrain"), ("diffattn.training.shipped", "band"),
     ("diffattn.nn.device", "device_report"),
-    ("diffattn.warmstart.study", "run_all"), ("diffattn.warmstart.study", "lora_sweep"),
-    ("diffattn.warmstart.convert", "convert"), ("diffattn.warmstart.hf", "require_transformers"),
-    ("diffattn.eval.retrieval", "table2"), ("diffattn.eval.allocation", "allocation"),
+    ("diffattn.training.warmstart.experiment", "run_all"), ("diffattn.training.warmstart.experiment", "lora_sweep"),
+    ("diffattn.training.warmstart.convert", "convert"), ("diffattn.training.warmstart.hf", "require_transformers"),
+    ("diffattn.eval.needle_accuracy", "table2"), ("diffattn.eval.allocation", "allocation"),
     ("diffattn.eval.outliers", "outliers"), ("diffattn.eval.quantize", "quantized_retrieval"),
-    ("diffattn.eval.command", "sweep"),
+    ("diffattn.eval.kinds", "sweep"),
 ]
-PRELOAD = ["torch", "diffattn.cli", "diffattn.checkpoint", "diffattn.data", "diffattn.ablation", "diffattn.eval.study",
-           "diffattn.eval.sweep_report", "diffattn.lessontext", "diffattn.plan.skill", "safetensors.torch"]
+PRELOAD = ["torch", "diffattn.cli", "diffattn.training.checkpoint", "diffattn.data", "diffattn.training.ablation", "diffattn.eval.study_summary",
+           "diffattn.eval.sweep_report", "diffattn.lessons.quotes", "diffattn.plan.skill", "safetensors.torch"]
 
 
 class WorkReached(BaseException):

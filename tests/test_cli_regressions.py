@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import train_options
+from diffattn.cli import options as train_options
 from diffattn.cli import build_parser
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.pure import trials
-from diffattn.results import write_text_atomic
+from diffattn.core.results import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_LIMIT = 4 << 30

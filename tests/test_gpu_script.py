@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.gpu_run import TARGETS, out_problems, summary, targets
+from diffattn.cli.gpu_run import TARGETS, out_problems, summary, targets
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ["environment", "compile", "kernels", "bench", "decode", "compare", "eval"]

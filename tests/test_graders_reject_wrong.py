@@ -25,8 +25,8 @@ import pytest
 
 import tests.correct
 import tests.wrong
-from diffattn import experiments
-from tests.adapters import EXERCISES, exercise_module, exercise_paths
+from diffattn import lessons as experiments
+from diffattn.grading.rubric import EXERCISES, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 from tests.test_feedback import UNEXPLAINED
 

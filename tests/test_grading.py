@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import experiments
-from tests.adapters import EXERCISES, REFERENCE, exercise_module, exercise_paths
+from diffattn import lessons as experiments
+from diffattn.grading.rubric import EXERCISES, REFERENCE, exercise_module, exercise_paths
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]

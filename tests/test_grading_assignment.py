@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.grading.assignment import WORKFLOW, classroom_workflow, exercise_names
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diffattn.grading.handout import LEFT_OUT, STUBS, raises_not_implemented, solution_lines
-from tests.adapters import EXERCISES
+from diffattn.grading.rubric import EXERCISES
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,11 +113,11 @@ def test_a_handout_from_a_checkout_with_done_exercises_ships_only_the_committed_
     assert (dest / "exercises" / "ex01_softmax.py").read_bytes() == stub
     assert not [p for p in dest.rglob("*") if p.is_file() and marker.encode() in p.read_bytes()]
     for name, (ref_file, ref_node, stub_file, stub_node) in definitions(dest, "exercises").items():
-        # the stub's signature and docstring, then only the call to the student's function (diffattn.yours)
+        # the stub's signature and docstring, then only the call to the student's function (diffattn.core.yours)
         assert ast.dump(ref_node.args) == ast.dump(stub_node.args), name
         assert ast.get_docstring(ref_node) == ast.get_docstring(stub_node), name
         body = [ast.unparse(statement) for statement in ref_node.body[1:]]
-        assert body[0] == "from diffattn.yours import solution", (name, body)
+        assert body[0] == "from diffattn.core.yours import solution", (name, body)
         assert body[1:] == [f"return solution({stub_file.stem!r}, {name!r})"
                             f"({', '.join(a.arg for a in ref_node.args.args)})"], (name, body)
 

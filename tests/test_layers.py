@@ -10,26 +10,37 @@ import pytest
 
 CODE = Path(__file__).resolve().parents[1] / "code"
 
-# layer: (its modules, by first name under diffattn/), then the layers it may import besides itself
+# The one layer table (CONTRIBUTING.md, "Layers", shows it; test_contributing_shows_this_table checks the copy).
+# layer: (its packages under diffattn/, the layers it may import besides itself, what it holds)
 LAYERS = {
-    "foundation": ({"errors", "paths", "progress", "plotting", "numberkinds", "results", "names", "stats",
-                    "hardware", "yours"}, set()),
-    "pure": ({"pure"}, {"foundation"}),
-    "config": ({"config"}, {"foundation", "pure"}),
-    "torch core": ({"cpu", "nn"}, {"foundation", "pure"}),
-    "model": ({"model", "generate"}, {"foundation", "pure", "config", "torch core"}),
-    "data": ({"data"}, {"foundation"}),
-    "training": ({"checkpoint", "resume", "train", "runs", "compare", "ablation", "shipped", "study", "warmstart"},
-                 {"foundation", "pure", "config", "torch core", "model", "data"}),
-    "evaluation": ({"eval", "bench", "perf"}, {"foundation", "pure", "config", "torch core", "model", "data", "training"}),
-    "lessons": ({"experiments", "lessontext"},
-                {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation", "planning"}),
-    "grading": ({"grading"}, {"foundation"}),
-    "planning": ({"plan"}, {"foundation", "pure", "config"}),
-    "entry points": ({"cli", "train_options", "__main__", "scaffold", "gpu_run"},
-                     {"foundation", "pure", "config", "torch core", "model", "data", "training", "evaluation",
-                      "lessons", "grading", "planning"}),
+    "core": ({"core"}, set(), "errors, paths, names, numbers.json, statistics, progress, figures; stdlib only "
+                              "(matplotlib imported lazily)"),
+    "pure": ({"pure"}, {"core"}, "the stdlib track and the variant registry; `tests/test_pure_stdlib_only.py` blocks "
+                                 "third-party imports"),
+    "config": ({"config"}, {"core", "pure"}, "GPTConfig, TrainConfig, presets; no torch"),
+    "nn": ({"nn"}, {"core", "pure"}, "the torch track's attention modules, kernels, cache and CPU controls"),
+    "model": ({"model"}, {"core", "pure", "config", "nn"}, "the GPT and decoding"),
+    "data": ({"data"}, {"core"}, "the training tasks and their nulls"),
+    "training": ({"training"}, {"core", "pure", "config", "nn", "model", "data"},
+                 "the loop, checkpoints, comparisons, the declared study runs, shipped models, the warm start"),
+    "evaluation": ({"eval", "perf"}, {"core", "pure", "config", "nn", "model", "data", "training"},
+                   "scores of trained models (`eval/`), timings and rooflines (`perf/`)"),
+    "planning": ({"plan"}, {"core", "pure", "config"}, "lesson 13's planner; stdlib only"),
+    "lessons": ({"lessons"}, {"core", "pure", "config", "nn", "model", "data", "training", "evaluation", "planning"},
+                "one module per lesson, and the numbers quoted in the lessons' text"),
+    "grading": ({"grading"}, {"core"}, "the grader and the exercise rubric; it trusts nothing above it"),
+    "cli": ({"cli", "__main__"}, {"core", "pure", "config", "nn", "model", "data", "training", "evaluation",
+                                  "planning", "lessons", "grading"}, "one module per command"),
 }
+TOP_LEVEL = {"__init__", "__main__", "config"}  # every other module lives in its layer's package
+
+
+def markdown_table() -> list[str]:
+    rows = ["| layer | packages (under `code/diffattn/`) | may import | holds |", "|---|---|---|---|"]
+    for name, (packages, allowed, holds) in LAYERS.items():
+        shown = ", ".join(f"`{p}`" if p in TOP_LEVEL else f"`{p}/`" for p in sorted(packages))
+        rows.append(f"| {name} | {shown} | {', '.join(a for a in LAYERS if a in allowed) or '-'} | {holds} |")
+    return rows
 
 
 def module_name(path: Path) -> str:
@@ -57,7 +68,7 @@ def imports(path: Path) -> set[str]:
 
 def layer(module: str) -> str:
     first = module.split(".")[1] if "." in module else module
-    owners = [name for name, (members, _) in LAYERS.items() if first in members]
+    owners = [name for name, (members, _, _) in LAYERS.items() if first in members]
     assert owners, f"{module} belongs to no layer: add {first!r} to LAYERS and to the table in CONTRIBUTING.md"
     return owners[0]
 
@@ -106,15 +117,30 @@ def test_no_import_cycles():
 
 def test_the_checks_see_a_wrong_edge_and_a_cycle():
     """Guards the two tests above against checking nothing."""
-    assert layer("diffattn.pure.snr") == "pure" and layer("diffattn.experiments.lesson01_noise_floor") == "lessons"
-    assert "experiments" not in {layer(d) for d in GRAPH["diffattn.train"]}
+    assert layer("diffattn.pure.snr") == "pure" and layer("diffattn.lessons.lesson01_noise_floor") == "lessons"
+    assert "lessons" not in {layer(d) for d in GRAPH["diffattn.training.loop"]}
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b"}, "b": set()}) == []
     assert "diffattn.nn.kernels" in GRAPH["diffattn.nn.attention"]  # function-level imports are seen too:
-    assert "diffattn.runs" in GRAPH["diffattn.eval.command"]  # eval.command imports runs inside a function
+    assert "diffattn.training.runs" in GRAPH["diffattn.eval.kinds"]  # eval.kinds imports runs inside a function
 
 
 @pytest.mark.parametrize("path", sorted((CODE / "diffattn").rglob("*.py")), ids=lambda p: module_name(p))
 def test_no_module_over_400_lines(path):
     lines = len(path.read_text().splitlines())
     assert lines <= 400, f"{module_name(path)} has {lines} lines: split it by job (CONTRIBUTING.md, Layers)"
+
+
+def test_contributing_shows_this_table():
+    text = (CODE.parent / "CONTRIBUTING.md").read_text()
+    assert "\n".join(markdown_table()) in text, "CONTRIBUTING.md's layer table differs from tests/test_layers.py's " \
+        "LAYERS; paste:\n" + "\n".join(markdown_table())
+
+
+def test_the_package_is_its_layers():
+    """Only TOP_LEVEL modules sit beside the packages, and no two modules share a name."""
+    top = {p.stem for p in (CODE / "diffattn").glob("*.py")}
+    assert top <= TOP_LEVEL, f"modules outside a layer's package: {sorted(top - TOP_LEVEL)}"
+    stems = [p.stem for p in (CODE / "diffattn").rglob("*.py") if p.stem != "__init__"]
+    stems.remove("attention")  # pure/attention.py and nn/attention.py: the stdlib math and its torch mirror
+    assert len(stems) == len(set(stems)), f"repeated module names: {sorted({s for s in stems if stems.count(s) > 1})}"

@@ -3,7 +3,7 @@
 - every lesson 01+ follows the template (CONTRIBUTING.md) and links only to files that exist;
 - every tagged number and every output block agrees with outputs/numbers.json (lessontext.check_text);
 - outputs/numbers.json is what the experiments compute now (re-run here), so a code change cannot leave stale numbers;
-  "the same" follows each number's declared kind (diffattn.numberkinds), as does every check below.
+  "the same" follows each number's declared kind (diffattn.core.numberkinds), as does every check below.
   tests/test_portability.py re-runs the torch lessons under other CPU kernel paths and thread counts.
 """
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import experiments
+from diffattn import lessons as experiments
 from diffattn.cli import render_output
-from diffattn.lessontext import block_diff, check_text, format_like, sync_text, tagged_keys
-from diffattn.numberkinds import disagreements, edge_cases
-from diffattn.results import load_numbers, numbers_path
+from diffattn.lessons.quotes import block_diff, check_text, format_like, sync_text, tagged_keys
+from diffattn.core.numberkinds import disagreements, edge_cases
+from diffattn.core.results import load_numbers, numbers_path
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted(p for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if not p.name.startswith("00"))

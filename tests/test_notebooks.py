@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import experiments
+from diffattn import lessons as experiments
 from tests.conftest import HAS_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]

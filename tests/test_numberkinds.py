@@ -1,4 +1,4 @@
-"""diffattn.numberkinds: the rules every lesson-number check follows (freshness, portability, lesson text, course)."""
+"""diffattn.core.numberkinds: the rules every lesson-number check follows (freshness, portability, lesson text, course)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.lessontext import check_text, format_like
-from diffattn.numberkinds import (Bound, Exact, Stable, disagreements, edge_cases, keep_saved_if_agreeing, kind_of,
+from diffattn.lessons.quotes import check_text, format_like
+from diffattn.core.numberkinds import (Bound, Exact, Stable, disagreements, edge_cases, keep_saved_if_agreeing, kind_of,
                                   quoted_text)
 
 KINDS = {"loss.*": Stable(rel=0.03), "gap": Bound(below=1e-5), "copies": Bound(at_least=0.875)}

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import experiments
-from diffattn.numberkinds import disagreements
-from diffattn.results import load_numbers
+from diffattn import lessons as experiments
+from diffattn.core.numberkinds import disagreements
+from diffattn.core.results import load_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_LESSONS = sorted(n for n, needs in experiments.REQUIRES.items() if "torch" in needs)
@@ -31,7 +31,7 @@ def kernel_path_cases() -> dict[str, dict[str, str]]:
     """One case per kernel path this CPU offers besides the one torch picks by itself (that one is the freshness
     test's run): on an AVX-512 machine default and avx2, on an AVX2 machine default."""
     try:
-        from diffattn.cpu import kernel_path_env, kernel_paths, native_path
+        from diffattn.nn.cpu import kernel_path_env, kernel_paths, native_path
     except ImportError:  # no torch: every case skips below
         return {}
     return {f"kernel path {path} (ATEN_CPU_CAPABILITY={path})": kernel_path_env(path)
@@ -95,7 +95,7 @@ def test_bf16_attention_runs_on_every_emulated_path():
 
 def test_kernel_paths_list_every_path_up_to_the_native_one():
     pytest.importorskip("torch")
-    from diffattn.cpu import X86_PATHS, kernel_paths, native_path
+    from diffattn.nn.cpu import X86_PATHS, kernel_paths, native_path
 
     paths = kernel_paths()
     assert paths[0] == "default" and paths[-1] == native_path()

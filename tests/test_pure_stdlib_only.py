@@ -24,7 +24,8 @@ import importlib, pkgutil
 import diffattn.pure as pure
 for info in pkgutil.iter_modules(pure.__path__):
     importlib.import_module(f"diffattn.pure.{info.name}")
-from diffattn import cli, experiments
+from diffattn import cli
+from diffattn import lessons as experiments
 stdlib = [n for n in experiments.LESSONS if not experiments.REQUIRES.get(n)]
 assert stdlib == ["01", "02", "03", "04", "12"], stdlib  # 12 reads committed bench runs and derives the rest
 for number in stdlib:

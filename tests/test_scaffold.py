@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from diffattn import scaffold
+from diffattn.cli import scaffold
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def scaffold_in(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DIFFATTN_ROOT": str(tmp_path), "PYTHONPATH": str(ROOT / "code")}
-    return subprocess.run([sys.executable, "-m", "diffattn.scaffold", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "diffattn.cli.scaffold", *args], env=env, capture_output=True, text=True,
                           timeout=60)
 
 
@@ -27,14 +27,14 @@ def test_new_lesson_files_meet_the_course_checks(tmp_path):
     assert done.returncode == 0, done.stderr
     made = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
     assert made == {"lessons/14-real-models.md", "notebooks/14-real-models.ipynb",
-                    "code/diffattn/experiments/lesson14_real_models.py", "exercises/ex14_real_models.py",
+                    "code/diffattn/lessons/lesson14_real_models.py", "exercises/ex14_real_models.py",
                     "tests/test_14_real_models.py"}
     headings = [line[3:] for line in (tmp_path / "lessons/14-real-models.md").read_text().splitlines()
                 if line.startswith("## ")]
     assert headings == list(scaffold.SECTIONS)  # tests/test_lessons.py's order
     nb = json.loads((tmp_path / "notebooks/14-real-models.ipynb").read_text())
     assert nb["nbformat"] == 4 and all(c.get("outputs", []) == [] for c in nb["cells"])
-    spec = importlib.util.spec_from_file_location("lesson14", tmp_path / "code/diffattn/experiments/lesson14_real_models.py")
+    spec = importlib.util.spec_from_file_location("lesson14", tmp_path / "code/diffattn/lessons/lesson14_real_models.py")
     lesson = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lesson)
     assert lesson.TITLE == "Rooflines" and lesson.report(lesson.run(progress=False)).startswith("Lesson 14")
@@ -53,7 +53,7 @@ def test_new_lesson_files_meet_the_course_checks(tmp_path):
                                          (["03", "again"], "lesson 03 exists already")])
 def test_bad_or_existing_lessons_are_one_line_errors(tmp_path, args, words):
     assert scaffold_in(tmp_path, "14", "real-models").returncode == 0
-    (tmp_path / "code/diffattn/experiments/lesson03_snr.py").write_text("")
+    (tmp_path / "code/diffattn/lessons/lesson03_snr.py").write_text("")
     (tmp_path / "lessons/00-setup.md").write_text("# 00 · Setup\n")  # a lesson with no experiment module
     done = scaffold_in(tmp_path, *args)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.pure.explorer import GRID, PAGE, PLACEHOLDER, embed
 from tests.browser import CHROMEDRIVER, CHROMIUM, console_errors, start
 

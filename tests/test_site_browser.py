@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.pure.explorer import DEFAULT, GRID, N_MAX, PAGE, TRIALS, embed, reference_grid
 from diffattn.pure.trials import try_setting
 from tests.browser import CHROMEDRIVER, CHROMIUM, SKIP, console_errors, start

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from diffattn.errors import require, require_positive
-from diffattn.names import ATTENTION, BACKENDS, TASKS, VARIANTS
-from diffattn.paths import checkpoints_dir
-from diffattn.pure import accounting
+from diffattn.core.errors import require, require_positive
+from diffattn.core.names import BACKENDS, TASKS
+from diffattn.pure.variants import ATTENTION, VARIANTS
+from diffattn.core.paths import checkpoints_dir
+from diffattn.pure import accounting, variants
 from diffattn.pure.accounting import swiglu_width
 
 # SwiGLU width = ⌊8/3·d_model⌋ rounded up to a multiple of this. LLaMA rounds to 256 (4096 → 11008); at d_model = 64
@@ -31,7 +32,7 @@ V2_PAIRS, V2_GATES = ("difference", "sum"), ("learned", "half")
 # GPTConfig fields added after checkpoints had shipped: a run config records them only when they differ from these
 # defaults, so every earlier checkpoint's recorded config still equals the one the same settings build now.
 LATER_FIELDS = {"v2_pair": V2_PAIRS[0], "v2_gate": V2_GATES[0]}
-INIT_STD = 0.02  # GPT-2's N(0, 0.02²) for every matrix and the embedding (diffattn.model)
+INIT_STD = 0.02  # GPT-2's N(0, 0.02²) for every matrix and the embedding (diffattn.model.gpt)
 
 
 @dataclass
@@ -45,7 +46,7 @@ class GPTConfig:
     n_head: int = 4  # h_base, the baseline's head count, for every variant
     n_kv_head: int | None = None  # h_kv of the baseline; V1 uses h_kv/2 KV heads of (K: 2 slots of d, V: 2d)
     head_dim: int | None = None  # d, the query/key width of one head
-    attention: str = "baseline"
+    attention: str = variants.REFERENCE
     ffn_hidden: int | None = None
     max_seq_len: int = 256
     rope_base: float = 10000.0
@@ -89,18 +90,19 @@ class GPTConfig:
         require(self.n_head % self.n_kv_head == 0,
                 f"n_head must be a multiple of n_kv_head (GQA groups; got {self.n_head} and {self.n_kv_head})")
         require(self.head_dim % 2 == 0, f"head_dim must be even: RoPE rotates pairs of dimensions (got {self.head_dim})")
-        if self.attention == "diff_v1":
+        spec = variants.get(self.attention)
+        if spec.paired_heads:
             require(self.n_head % 2 == 0 and self.n_kv_head % 2 == 0,
-                    f"diff_v1 uses n_head/2 differential heads and n_kv_head/2 KV heads: both must be even "
+                    f"{self.attention} uses n_head/2 differential heads and n_kv_head/2 KV heads: both must be even "
                     f"(got n_head={self.n_head}, n_kv_head={self.n_kv_head})")
             require(self.n_head * self.head_dim == self.d_model,
-                    f"diff_v1 splits d_model into n_head/2 heads of 2·head_dim: needs n_head·head_dim == d_model "
-                    f"(got {self.n_head}·{self.head_dim} != {self.d_model})")
+                    f"{self.attention} splits d_model into n_head/2 heads of 2·head_dim: needs n_head·head_dim == "
+                    f"d_model (got {self.n_head}·{self.head_dim} != {self.d_model})")
         if self.lambda_init is not None:
-            require(self.attention == "diff_v1",
+            require(spec.lambda_kind == "per_layer",
                     f"lambda_init sets DIFF V1's λ_init; {self.attention} has none (leave it unset)")
             require(0.0 < self.lambda_init < 1.0, f"lambda_init must lie in (0, 1) (got {self.lambda_init})")
-        if self.attention != "diff_v1":
+        if spec.lambda_kind != "per_layer":
             require(self.head_scale is None and self.subln_gain == 1.0,
                     f"head_scale and subln_gain set DIFF V1's per-head norm; {self.attention} has none")
         require(self.head_scale in (None, HEAD_SCALE_SCHEDULE) or (isinstance(self.head_scale, (int, float))
@@ -110,37 +112,31 @@ class GPTConfig:
         require(self.v2_pair in V2_PAIRS and self.v2_gate in V2_GATES,
                 f"v2_pair is one of {', '.join(V2_PAIRS)} and v2_gate one of {', '.join(V2_GATES)} "
                 f"(got {self.v2_pair!r}, {self.v2_gate!r})")
-        require(self.attention == "diff_v2" or (self.v2_pair, self.v2_gate) == (V2_PAIRS[0], V2_GATES[0]),
+        require(spec.lambda_kind == "gate" or (self.v2_pair, self.v2_gate) == (V2_PAIRS[0], V2_GATES[0]),
                 f"v2_pair and v2_gate change DIFF V2's pairs; {self.attention} has none")
 
 
 def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
-    """The four models lesson 07 compares, all built around one baseline (h_base heads of d, h_kv KV heads).
-
-    `baseline_2h` is the same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads.
-    """
-    return {
-        "baseline": replace(base, attention="baseline"),
-        "baseline_2h": replace(base, attention="baseline", n_head=2 * base.n_head),
-        "diff_v1": replace(base, attention="diff_v1"),
-        "diff_v2": replace(base, attention="diff_v2"),
-    }
-
+    """The models lesson 07 compares, one per registered variant, all built around one baseline (h_base heads of d,
+    h_kv KV heads): a kind as it is, a derived variant with its kind's attention and its heads multiplied (`baseline_2h`,
+    the same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads)."""
+    return {name: replace(base, attention=spec.kind_name, n_head=base.n_head * spec.heads_factor,
+                          n_kv_head=base.n_kv_head * spec.kv_factor)
+            for name, spec in ((name, variants.get(name)) for name in VARIANTS)}
 
 def accounting_model(model: GPTConfig, variant: str) -> accounting.ModelConfig:
-    """Lesson 04's description of the baseline that `variant`'s model was built from (`matched_configs`): a
-    baseline_2h model has twice its baseline's heads; DIFF settings (λ_init, head scale) do not change any count."""
-    require(variant in VARIANTS, f"variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
-    heads = model.n_head // 2 if variant == "baseline_2h" else model.n_head
-    return accounting.ModelConfig(hidden=model.d_model, heads=heads, head_dim=model.head_dim, layers=model.n_layer,
-                                  kv_heads=model.n_kv_head, ffn=model.ffn_hidden, vocab=model.vocab_size)
+    """Lesson 04's description of the baseline that `variant`'s model was built from (`matched_configs`): a derived
+    variant's model has its factors times its baseline's heads; DIFF settings (λ_init, head scale) do not change any count."""
+    spec = variants.get(variant)
+    return accounting.ModelConfig(hidden=model.d_model, heads=model.n_head // spec.heads_factor, head_dim=model.head_dim,
+                                  layers=model.n_layer, kv_heads=model.n_kv_head // spec.kv_factor, ffn=model.ffn_hidden, vocab=model.vocab_size)
 
 
 @dataclass
 class TrainConfig:
     """How to train (the model's shape is a GPTConfig). `batch_size` is global: sequences per optimizer step."""
 
-    variant: str = "baseline"
+    variant: str = variants.REFERENCE
     task: str = "text"
     steps: int = 100
     batch_size: int = 16
@@ -200,7 +196,7 @@ def build_configs(preset: str, variant: str, lambda_init: float | None = None,
     """The preset's configs with the variant applied and command-line overrides (None = keep the preset's value);
     `lambda_init` is DIFF V1's constant λ_init (None: the depth schedule)."""
     require(preset in PRESETS, f"preset must be one of {', '.join(PRESETS)} (got {preset!r})")
-    require(variant in VARIANTS, f"variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
+    variants.get(variant)  # one line naming the registered variants otherwise
     p = PRESETS[preset]
     train = dataclasses.replace(p.train, variant=variant,
                                 **{k: v for k, v in overrides.items() if v is not None})

@@ -19,7 +19,7 @@ import numbers
 
 import torch
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 _DECAY = math.exp(-0.3)
 

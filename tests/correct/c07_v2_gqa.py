@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 
 def _count(x):

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "code"), str(ROOT)]
 
-from diffattn import experiments  # noqa: E402
-from tests.adapters import EXERCISES, REFERENCE  # noqa: E402
+from diffattn import lessons as experiments  # noqa: E402
+from diffattn.grading.rubric import EXERCISES, REFERENCE  # noqa: E402
 
 TORCH_LESSONS = {n for n, needs in experiments.REQUIRES.items() if "torch" in needs}  # read from the lessons
 STRING = re.compile(r"[rbfuRBFU]{0,2}(\"[^\"]*\"|'[^']*')")

@@ -19,7 +19,7 @@ import pytest
 
 from diffattn.grading.child import GradingSession
 from diffattn.grading.grader import Verdict, pytest_args, read_report, results_document, test_files
-from diffattn.results import write_json_atomic
+from diffattn.core.results import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ Right on moderate logits; raises OverflowError for a logit above ≈ 709.78 and 
 is below ≈ −745 (all the exponentials underflow to 0.0). Lesson 01 shows both failures.
 """
 
-from diffattn.experiments.lesson01_noise_floor import naive_softmax
+from diffattn.lessons.lesson01_noise_floor import naive_softmax
 
 OVERRIDES = {"softmax": naive_softmax}
 LOSES = ("01.1",)

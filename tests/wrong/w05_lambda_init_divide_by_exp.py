@@ -6,7 +6,7 @@ where the docstring's exp(−0.3·depth) just underflows to 0 and λ_init is 0.8
 
 import math
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 
 def lambda_init(depth):

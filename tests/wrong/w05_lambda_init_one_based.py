@@ -2,7 +2,7 @@
 
 import math
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 
 
 def lambda_init(depth: int) -> float:

@@ -5,7 +5,7 @@ query_head_groups(4, -2) returns [0, -1, -1, -2] and query_head_groups(-4, 2) re
 ConfigError for a count <= 0 (−4 % 2 and 4 % −2 are both 0, so the multiple check passes too).
 """
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 
 def query_head_groups(num_q_heads, num_kv_heads):

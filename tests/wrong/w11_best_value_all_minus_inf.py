@@ -7,7 +7,7 @@ which is not NaN) raises "every score is NaN" instead of returning the first val
 
 import math
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 
 def best_value(values, scores):

@@ -7,7 +7,7 @@ a DIFF model; with at least one value the baseline is refused before evaluate ru
 
 import math
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.eval.lambda_sweep import patched
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 
 
 def v1_forward(attn, x, rope, lam):

@@ -3,7 +3,7 @@ so every head comes out 1/(1 − λ_init) times too large (1.25× at depth 0, up
 
 import torch
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.functional import rms_norm
 from diffattn.nn.kernels import attention
 from diffattn.nn.rope import apply_rope

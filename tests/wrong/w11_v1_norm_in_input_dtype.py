@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 from diffattn.nn.kernels import attention
 from diffattn.nn.rope import apply_rope
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.functional import rms_norm
 from diffattn.nn.kernels import attention
 from diffattn.nn.rope import apply_rope

@@ -3,7 +3,7 @@ o[2i] − c·o[2i+1]: the map that should be subtracted is kept and the kept one
 
 import torch
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.kernels import attention
 from diffattn.nn.rope import apply_rope
 

@@ -1,7 +1,7 @@
 """11.2 mistake: pairs the first half of the query heads with the second half (`chunk(2)`) instead of neighbours
 (2i, 2i+1); the trained layer subtracts neighbours, so the patched layer computes unrelated differences."""
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.kernels import attention
 from diffattn.nn.rope import apply_rope
 

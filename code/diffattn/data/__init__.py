@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 
 from diffattn.data import retrieval, text
-from diffattn.errors import require
-from diffattn.names import TASKS
+from diffattn.core.errors import require
+from diffattn.core.names import TASKS
 
 VOCAB_SIZE = 256
 IGNORE_INDEX = -100

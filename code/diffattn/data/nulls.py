@@ -13,7 +13,7 @@ every asked key of an example, the probability that it answers correctly (a rand
 
 The **key-free null** of a set of queries is the best of the first four rules' mean scores on those queries: the
 best a fixed rule reaches without matching the key. A model "retrieves" only where it beats it with a paired test
-(`diffattn.stats.clustered_difference`, clustered by example because the queries of one haystack share it).
+(`diffattn.core.stats.clustered_difference`, clustered by example because the queries of one haystack share it).
 """
 
 from __future__ import annotations

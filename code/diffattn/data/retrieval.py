@@ -41,7 +41,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from diffattn.errors import ConfigError, require
+from diffattn.core.errors import ConfigError, require
 
 IGNORE = -100
 # A value byte counts as answered when it is the argmax of its row by at least this margin over the runner-up: with

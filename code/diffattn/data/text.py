@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from diffattn.errors import ConfigError, require
+from diffattn.core.errors import ConfigError, require
 
 DEFAULT_CORPUS = Path(__file__).with_name("tinyshakespeare.txt")
 VAL_FRACTION = 0.1

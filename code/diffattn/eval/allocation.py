@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from diffattn.data.retrieval import Example, collate, examples as draw
 from diffattn.eval.probe import Probe, to_model
-from diffattn.eval.retrieval import DEPTHS, check_lengths
+from diffattn.eval.needle_accuracy import DEPTHS, check_lengths
 
 PARTS = ("answer", "haystack")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from diffattn.data import nulls
-from diffattn.stats import clustered_difference
+from diffattn.core.stats import clustered_difference
 
 MARGIN_SHARE = 0.5
 

@@ -21,7 +21,7 @@ from typing import Iterable
 import torch
 
 from diffattn.config import GPTConfig
-from diffattn.model import GPT
+from diffattn.model.gpt import GPT
 
 
 def _rms(t: torch.Tensor) -> float:

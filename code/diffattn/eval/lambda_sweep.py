@@ -22,19 +22,33 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.attention import DiffAttentionV1, DiffAttentionV2
+from diffattn.pure import variants
 
-MODES = {"diff_v1": ("fixed", "scale"), "diff_v2": ("fixed", "offset")}
+# by the variant's λ (diffattn.pure.variants): V1's one λ per layer is fixed or scaled, V2's gate σ(λ) fixed or its
+# logit offset; the first mode is each kind's default
+MODES = {"per_layer": ("scale", "fixed"), "gate": ("fixed", "offset")}
 TRAINED = {"fixed": None, "scale": 1.0, "offset": 0.0}  # the value of each mode that is the trained model itself
+
+
+def modes(variant: str) -> tuple[str, ...]:
+    """The λ settings lambda-sweep can apply to `variant`'s model; ConfigError for a variant without λ."""
+    kind = variants.get(variant).lambda_kind
+    require(kind in MODES, f"{variant} has no λ to sweep (only {', '.join(v for v in variants.VARIANTS if variants.get(v).lambda_kind)} do)")
+    return MODES[kind]
 
 
 def check_value(variant: str, value: float, mode: str = "fixed") -> None:
     """ConfigError unless `value` is allowed: finite, and for V2's fixed σ(λ) strictly inside (0, 1)."""
-    require(variant in MODES, f"{variant} has no λ to sweep (only diff_v1 and diff_v2 do)")
-    require(mode in MODES[variant], f"{variant} λ modes are {', '.join(MODES[variant])} (got {mode!r})")
+    _check(variants.get(variant).lambda_kind, value, mode, variant)
+
+
+def _check(lambda_kind: str, value: float, mode: str, name: str) -> None:
+    require(lambda_kind in MODES, f"{name} has no λ to sweep")
+    require(mode in MODES[lambda_kind], f"{name} λ modes are {', '.join(MODES[lambda_kind])} (got {mode!r})")
     require(math.isfinite(value), f"λ setting must be finite (got {value})")
-    if variant == "diff_v2" and mode == "fixed":
+    if lambda_kind == "gate" and mode == "fixed":
         require(0.0 < value < 1.0, f"DIFF V2's coefficient σ(λ) lies strictly in (0, 1) (got {value})")
 
 
@@ -93,14 +107,14 @@ def patched(model: nn.Module, value: float | None, mode: str = "fixed") -> Itera
 def v1_forward(attn: DiffAttentionV1, x: Tensor, rope: tuple[Tensor, Tensor], lam: float) -> Tensor:
     """The V1 layer's output (b, N, d_model) with its λ replaced by `lam` (λ_init and everything else as trained).
     The layer's own arithmetic: |lam| up to 1e15, beyond which its float32 RMSNorm of λ·A2V overflows."""
-    check_value("diff_v1", float(lam))
+    _check("per_layer", float(lam), "fixed", "DIFF V1")
     with _patch_v1(attn, lam, "fixed"):
         return attn(x, rope)
 
 
 def v2_forward(attn: DiffAttentionV2, x: Tensor, rope: tuple[Tensor, Tensor], gate: float) -> Tensor:
     """The V2 layer's output (b, N, d_model) with σ(λ_t,i) replaced by `gate` ∈ (0, 1) for every token and head."""
-    check_value("diff_v2", gate)
+    _check("gate", gate, "fixed", "DIFF V2")
     with _patch_v2(attn, gate, "fixed"):
         return attn(x, rope)
 
@@ -109,7 +123,7 @@ def sweep_model(model: nn.Module, values: Sequence[float], evaluate: Callable[[n
                  mode: str = "fixed") -> list[float]:
     """evaluate(model) with every DIFF layer patched to each value in turn; the model is restored afterwards."""
     variant = model.config.attention
-    require(variant in MODES, f"{variant} has no λ to sweep (only diff_v1 and diff_v2 do)")  # also with no values
+    modes(variant)  # a variant without λ fails here, also with no values
     for value in values:  # every value is checked before anything runs
         check_value(variant, value, mode)
     scores = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from diffattn.pure import variants
 from diffattn.eval.probe import Call, Probe, to_model
 
 # Visible logits kept on the CPU for the exact median (2^28 fp32 values = 1 GiB): at gpu-small's size one
@@ -31,7 +32,7 @@ def stats(values: Tensor) -> dict:
 def sequences_within_budget(model: nn.Module, length: int, wanted: int) -> int:
     """How many of `wanted` sequences of `length` tokens keep the visible logits within LOGIT_BUDGET (at least 1)."""
     c = model.config
-    maps = c.n_head * (2 if c.attention == "diff_v2" else 1)  # per layer: V1 has n_head/2 pairs of maps, V2 2·n_head
+    maps = c.n_head * variants.get(c.attention).maps_per_head  # per layer: V1 has n_head/2 pairs of maps, V2 2·n_head
     per_sequence = c.n_layer * maps * length * (length + 1) // 2
     return max(1, min(wanted, LOGIT_BUDGET // per_sequence))
 

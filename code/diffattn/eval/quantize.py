@@ -18,9 +18,9 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.eval.probe import Probe, Quantizer, to_model
-from diffattn.eval.retrieval import table2
+from diffattn.eval.needle_accuracy import table2
 
 BITS = (16, 8, 6, 4)
 

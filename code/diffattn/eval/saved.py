@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diffattn.paths import outputs_dir
+from diffattn.core.paths import outputs_dir
 
 SUITE_PRESETS = ("cpu-small", "gpu-small")
 

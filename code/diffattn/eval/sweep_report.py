@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from diffattn import checkpoint
+from diffattn.training import checkpoint
 from diffattn.data import make_task, nulls
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.eval import criterion
 from diffattn.eval.sweep import (
     ALL_CELLS,
@@ -29,8 +29,8 @@ from diffattn.eval.sweep import (
     plan,
     ship_choice,
 )
-from diffattn.stats import clustered_difference
-from diffattn.study import Run
+from diffattn.core.stats import clustered_difference
+from diffattn.training.study_runs import Run
 
 TRAINING_FILE = "training.json"
 
@@ -133,7 +133,7 @@ def _count(v: dict) -> str:
 
 
 def figures(summary: dict, folder: Path) -> list[Path]:
-    from diffattn import plotting
+    from diffattn.core import plotting
 
     names, keys = list(VARIANTS), list(summary["cells"])
     fig, ax = plotting.new_figure(7.5, 0.45 * len(keys) + 1.6)
@@ -174,7 +174,7 @@ def figures(summary: dict, folder: Path) -> list[Path]:
 
 
 def write(runs: list[Run], folder: Path, figure_folder: Path) -> dict:
-    from diffattn.results import read_json, write_json_atomic, write_text_atomic
+    from diffattn.core.results import read_json, write_json_atomic, write_text_atomic
 
     summary = summarise(runs)
     recorded = read_json(folder / "summary.json")["cells"] if (folder / "summary.json").is_file() else {}
@@ -192,10 +192,10 @@ def write(runs: list[Run], folder: Path, figure_folder: Path) -> dict:
 
 def main(args) -> int:
     """`python -m diffattn sweep`: train what the sweep declares and is not finished, then summarise."""
-    from diffattn.compare import machine
-    from diffattn.paths import outputs_dir
-    from diffattn.results import read_json, write_json_atomic
-    from diffattn.runs import finished, train_missing
+    from diffattn.training.compare import machine
+    from diffattn.core.paths import outputs_dir
+    from diffattn.core.results import read_json, write_json_atomic
+    from diffattn.training.runs import finished, train_missing
 
     require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
     folder = outputs_dir() / "sweep"
@@ -236,7 +236,7 @@ def main(args) -> int:
 
 def ship(summary: dict, runs: list[Run]) -> Path:
     """The runs sweep.ship_choice picks, one per variant of lesson 09, become the shipped recall checkpoints."""
-    from diffattn import shipped
+    from diffattn.training import shipped
 
     key, seed = ship_choice(summary)
     chosen = {_variant_of(r): r for r in runs if _cell_of(r).key == key and r.seed == seed}

@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-from diffattn.errors import ConfigError, require
+from diffattn.core.errors import ConfigError, require
 from diffattn.grading.grader import discover
 
 WORKFLOW = ".github/workflows/classroom.yml"

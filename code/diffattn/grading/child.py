@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from diffattn.grading.guard import Guard
+from diffattn.grading.hooks import AFTER_CALL
 from diffattn.grading.policy import Tripwires, findings, reference_modules
 from diffattn.grading.protocol import MAX_TEXT, Channel
 
@@ -104,7 +105,7 @@ class GradingSession:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from tests.adapters import EXERCISES
+        from diffattn.grading.rubric import EXERCISES
 
         self.session = session
         for item in session.items:
@@ -123,13 +124,13 @@ class GradingSession:
         self.prepare(session.config)
 
     def prepare(self, config: pytest.Config) -> None:
-        from tests.adapters import AFTER_CALL, EXERCISES, REFERENCE, _resolve, exercise_module
+        from diffattn.grading.rubric import EXERCISES, REFERENCE, exercise_module, resolve
 
         functions = [fn for part, (_, module, fns) in EXERCISES.items() if part.startswith(self.exercise[2:] + ".")
                      for fn in fns]
         module_name = EXERCISES[next(p for p in EXERCISES if p.startswith(self.exercise[2:] + "."))][1]
         paths = {fn: REFERENCE[fn] for fn in functions}
-        references = {fn: _resolve(path) for fn, path in paths.items()}
+        references = {fn: resolve(path) for fn, path in paths.items()}
         self.source = source = self.root / "exercises" / f"{module_name}.py"
         modules = reference_modules(references, paths)
         if self.impl == "exercises":

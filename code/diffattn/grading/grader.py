@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.grading.children import Child, Outcome, default_jobs, run_children
 from diffattn.grading.protocol import MAX_TEXT, ProtocolError, check_result, check_test
 from diffattn.grading.report import details_text, hidden_summary, summary
 from diffattn.grading.tree import (hidden_files, lay_out, manifest_problems, pristine_files, restore, snapshot,
                                    tree_changes)
-from diffattn.results import write_json_atomic
+from diffattn.core.results import write_json_atomic
 
 EXERCISE_FILE = re.compile(r"^ex(\d\d)_\w+\.py$")
 HYPOTHESIS_PLUGIN = "_hypothesis_pytestplugin"  # Hypothesis' pytest plugin module (entry point "hypothesis")

@@ -8,8 +8,8 @@ handout) it builds DEST where:
   holds: an instructor who solves the exercises in their checkout, and commits them, ships only the stubs; the build
   checks that every exercise function of the handout raises NotImplementedError, and stops with one error line
   (exit 2, nothing left in DEST) otherwise;
-* every reference function an exercise re-implements (tests/adapters.py REFERENCE) is replaced, through the AST, by
-  the stub's signature and docstring over a call to the student's function (`calls_yours`, diffattn.yours), so
+* every reference function an exercise re-implements (diffattn.grading.rubric REFERENCE) is replaced, through the AST, by
+  the stub's signature and docstring over a call to the student's function (`calls_yours`, diffattn.core.yours), so
   that lessons, notebooks and tests run on the student's code and name the exercise they wait for;
 * a lesson code block that shows a solution line is replaced by a pointer to the exercise;
 * the known-wrong and the independent correct implementations and the grader's own meta-tests are left out (several
@@ -101,11 +101,12 @@ def _span(node: ast.FunctionDef) -> tuple[int, int]:
 
 
 def _adapters(root: Path) -> tuple[dict, dict]:
-    """EXERCISES and REFERENCE of `root`'s tests/adapters.py (loaded from that file, whatever is on sys.path)."""
-    spec = importlib.util.spec_from_file_location("_handout_adapters", root / "tests" / "adapters.py")
-    adapters = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(adapters)
-    return adapters.EXERCISES, adapters.REFERENCE
+    """EXERCISES and REFERENCE of `root`'s rubric (diffattn/grading/rubric.py, loaded from that file, whatever is on
+    sys.path)."""
+    spec = importlib.util.spec_from_file_location("_handout_rubric", root / "code" / "diffattn" / "grading" / "rubric.py")
+    rubric = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rubric)
+    return rubric.EXERCISES, rubric.REFERENCE
 
 
 def definitions(root: Path, stubs: str = STUBS) -> dict[str, tuple[Path, ast.FunctionDef, Path, ast.FunctionDef]]:
@@ -181,7 +182,7 @@ def _strip_lesson(text: str, solutions: dict[str, set[str]], exercise_of: dict[s
 
 def calls_yours(stub_file: Path, stub: ast.FunctionDef) -> list[str]:
     """The stub's signature and docstring over a body that calls the student's function of the same name (the
-    handout's lessons then run on the student's code; diffattn.yours). Arguments pass as they came."""
+    handout's lessons then run on the student's code; diffattn.core.yours). Arguments pass as they came."""
     source = stub_file.read_text(encoding="utf-8").splitlines()
     start, _ = _span(stub)
     docstring = stub.body[0]
@@ -190,7 +191,7 @@ def calls_yours(stub_file: Path, stub: ast.FunctionDef) -> list[str]:
               + [f"{p.arg}={p.arg}" for p in a.kwonlyargs] + ([f"**{a.kwarg.arg}"] if a.kwarg else []))
     indent = " " * docstring.col_offset
     return source[start:docstring.end_lineno] + [
-        f"{indent}from diffattn.yours import solution  # the handout runs your exercises/{stub_file.name}",
+        f"{indent}from diffattn.core.yours import solution  # the handout runs your exercises/{stub_file.name}",
         "",
         f"{indent}return solution({stub_file.stem!r}, {stub.name!r})({', '.join(passed)})"]
 
@@ -219,7 +220,7 @@ def _build(root: Path, dest: Path, assignment: list[str] | None) -> list[str]:
     modules = sorted({module for _, module, _ in exercises.values()})
     stray = [p for p in tracked_files(root) if re.match(r"^exercises/ex\d\d_\w+\.py$", p) and p[10:-3] not in modules]
     if stray:  # not in the rubric, so not replaced by a stub: it could be anything, a solution too
-        raise HandoutError(f"{stray[0]} is no exercise of tests/adapters.py: add it there (and its stub to {STUBS}/) "
+        raise HandoutError(f"{stray[0]} is no exercise of diffattn/grading/rubric.py: add it there (and its stub to {STUBS}/) "
                            f"or remove it")
     for path in tracked_files(root):
         if path.startswith(LEFT_OUT):

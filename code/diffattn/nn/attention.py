@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from diffattn.errors import ConfigError, require, require_positive
+from diffattn.core.errors import ConfigError, require, require_positive
 from diffattn.nn.functional import check_pairs_share_kv, headwise_norm, reparameterized_lambda
 from diffattn.nn.functional import lambda_init as depth_schedule  # the name `lambda_init` is a constructor argument here
 from diffattn.nn.cache import Cache
@@ -93,6 +93,11 @@ class MultiheadAttention(_Attention):
 
     VARIANT = "MultiheadAttention (baseline)"
 
+    @classmethod
+    def from_config(cls, config, depth: int) -> MultiheadAttention:
+        """The module of block `depth` of a GPT built from `config` (diffattn.config.GPTConfig)."""
+        return cls(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend)
+
     def __init__(
         self,
         embed_dim: int,
@@ -138,6 +143,12 @@ class DiffAttentionV1(_Attention):
     """
 
     VARIANT = "DiffAttentionV1"
+
+    @classmethod
+    def from_config(cls, config, depth: int) -> DiffAttentionV1:
+        """Block `depth`'s module: n_head/2 differential heads over n_kv_head/2 KV heads (λ_init depends on depth)."""
+        return cls(config.d_model, depth, config.n_head // 2, config.n_kv_head // 2, backend=config.backend,
+                   lambda_init=config.lambda_init, head_scale=config.head_scale, subln_gain=config.subln_gain)
 
     def __init__(
         self, embed_dim: int, depth: int, num_heads: int, num_kv_heads: int | None = None, *, backend: str = "auto",
@@ -222,6 +233,12 @@ class DiffAttentionV2(_Attention):
     """
 
     VARIANT = "DiffAttentionV2"
+
+    @classmethod
+    def from_config(cls, config, depth: int) -> DiffAttentionV2:
+        """Block `depth`'s module: n_head output heads, each a pair of query heads, over n_kv_head KV heads."""
+        return cls(config.d_model, config.n_head, config.n_kv_head, config.head_dim, backend=config.backend,
+                   pair=config.v2_pair, gate=config.v2_gate)
 
     def __init__(
         self,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from diffattn.errors import require
-from diffattn.names import CACHES
+from diffattn.core.errors import require
+from diffattn.core.names import CACHES
 
 
 def _check_new(k_new: Tensor, v_new: Tensor) -> int:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
 BLOCK_ROWS = 64  # query rows per block; of 16-256, 64 was fastest for a prototype on the 2-core Xeon (by hand, not kept)

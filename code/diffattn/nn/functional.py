@@ -23,7 +23,7 @@ import math
 import torch
 from torch import Tensor
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.attention import lambda_init  # one schedule for both tracks: λ_init is plain arithmetic
 
 __all__ = [

@@ -34,8 +34,8 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from diffattn.errors import ConfigError, require
-from diffattn.names import BACKENDS
+from diffattn.core.errors import ConfigError, require
+from diffattn.core.names import BACKENDS
 from diffattn.nn.functional import causal_mask, check_pairs_share_kv, sigmoid
 from diffattn.nn.functional import scaled_dot_product_attention as math_attention
 

@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from diffattn.errors import ConfigError
+from diffattn.core.errors import ConfigError
 
 
 def rope_cos_sin(

@@ -19,9 +19,9 @@ from typing import Callable
 
 import torch
 
-from diffattn.bench import time_call
-from diffattn.hardware import load_average  # noqa: F401  (ceilings.load_average, as the scripts call it)
-from diffattn.errors import require
+from diffattn.perf.bench import time_call
+from diffattn.core.hardware import load_average  # noqa: F401  (ceilings.load_average, as the scripts call it)
+from diffattn.core.errors import require
 
 STREAM_BYTES_PER_ELEMENT = {"copy": 16, "triad": 24}  # float64: reads + writes the kernel names
 TRIAD_SCALAR = 3.0

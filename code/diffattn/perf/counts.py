@@ -16,9 +16,10 @@ from fractions import Fraction
 
 import torch
 
+from diffattn.pure import variants as registry
 from diffattn.config import GPTConfig, accounting_model, matched_configs
-from diffattn.model import GPT
-from diffattn.names import VARIANTS
+from diffattn.model.gpt import GPT
+from diffattn.pure.variants import VARIANTS
 from diffattn.nn.diff_v1_kernel import fuses, scored_pairs
 from diffattn.nn.kernels import value_slices
 from diffattn.pure import accounting
@@ -95,7 +96,7 @@ def flop_counter_check(base: GPTConfig, batch: int, seq: int, backends: tuple[st
             per_token = accounting.forward_flops_per_token(config, variant, seq, kernel)
             projections, attention = batch * seq * per_token["projections"], batch * seq * per_token["attention_core"]
             sees_attention = backend == "math" or cpu_fused_sdpa_counted()
-            if variant == "diff_v1" and kernel == "fused":  # its matmuls are plain aten ops the counter sees
+            if kernel == "fused" and kernel in registry.get(variant).base.kernels:  # plain aten ops the counter sees
                 sees_attention = True
                 attention = int(attention * fused_scored_fraction(seq, config.heads // config.kv_heads))
             forward = _op_counts(model, tokens, backward=False)

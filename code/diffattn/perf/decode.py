@@ -17,10 +17,12 @@ from typing import Callable
 
 import torch
 
-from diffattn.bench import kernel_that_runs, round_robin
+from diffattn.pure import variants as registry
+from diffattn.pure.variants import REFERENCE
+from diffattn.perf.bench import kernel_that_runs, round_robin
 from diffattn.config import GPTConfig, accounting_model, matched_configs
-from diffattn.errors import one_line, require
-from diffattn.model import GPT
+from diffattn.core.errors import one_line, require
+from diffattn.model.gpt import GPT
 from diffattn.nn.cache import StaticKVCache
 from diffattn.nn.kernels import unpacked_decode
 from diffattn.perf.counts import v1_kernel_path
@@ -80,7 +82,7 @@ def decode_points(base: GPTConfig, variants: tuple[str, ...], batches: tuple[int
                 counted = model_phase_counts(config, variant, "decode", batch, context,
                                              models[variant].lm_head.weight.element_size(), kernel)
                 rows.append(point(variant, "decode", batch, context, counted, taken, peak, bandwidth)
-                            | {"v1_kernel": kernel if variant == "diff_v1" else None,
+                            | {"v1_kernel": kernel if len(registry.get(variant).base.kernels) > 1 else None,
                                "kernel": decode_kernel(config, variant, batch, kernel, device)})
             for _ in variants:
                 advance()
@@ -166,7 +168,7 @@ def packing_summary(rows: list[dict]) -> dict:
     """Per variant: median packed/unpacked speedup over the grid and, beside the baseline at the same (batch,
     context), the median step-time ratio unpacked and packed and the byte ratio they should approach."""
     ok = [r for r in rows if "error" not in r]
-    base = {(r["batch"], r["context"]): r for r in ok if r["variant"] == "baseline"}
+    base = {(r["batch"], r["context"]): r for r in ok if r["variant"] == REFERENCE}
     summary = {}
     for variant in dict.fromkeys(r["variant"] for r in ok):
         mine = [r for r in ok if r["variant"] == variant]
@@ -174,7 +176,7 @@ def packing_summary(rows: list[dict]) -> dict:
         summary[variant] = {"points": len(mine), "speedup_median": statistics.median(r["speedup"] for r in mine),
                             "speedup_min": min(r["speedup"] for r in mine),
                             "speedup_max": max(r["speedup"] for r in mine)}
-        if variant != "baseline" and paired:
+        if variant != REFERENCE and paired:
             summary[variant] |= {
                 "unpacked_time_ratio": statistics.median(r["unpacked_ms"] / b["unpacked_ms"] for r, b in paired),
                 "packed_time_ratio": statistics.median(r["packed_ms"] / b["packed_ms"] for r, b in paired),
@@ -185,10 +187,10 @@ def packing_summary(rows: list[dict]) -> dict:
 def decode_kernel(model: GPTConfig, variant: str, batch: int, v1_kernel: str,
                   device: torch.device = torch.device("cpu")) -> str:
     """The SDPA kernel a one-query step runs for `variant`'s first attention call (its heads, widths and GQA
-    group; V1's 2d-wide value as the call receives it), as `diffattn.bench.kernel_that_runs` names it."""
+    group; V1's 2d-wide value as the call receives it), as `diffattn.perf.bench.kernel_that_runs` names it."""
     call = kernel_calls(variant, *_geometry(model, variant), v1_kernel)[0]
     width = model.head_dim
-    value = 2 * width if variant == "diff_v1" else width  # V1's call receives the whole 2d value, split or not
+    value = 2 * width if registry.get(variant).base.paired_heads else width  # V1's call gets the whole 2d value
     q = torch.zeros(batch, 1, call.query_heads, width, device=device)
     k = torch.zeros(batch, 8, call.kv_heads, width, device=device)
     return kernel_that_runs(q, k, torch.zeros(batch, 8, call.kv_heads, value, device=device))
@@ -240,11 +242,11 @@ def point(variant: str, phase: str, batch: int, context: int, counted: dict, sec
 def ratios_to_baseline(rows: list[dict]) -> list[dict]:
     """Each decode point's step time and bytes relative to the baseline's at the same batch and context: the
     measured ratio beside the one the byte count predicts (what a bandwidth-bound step should show)."""
-    base = {(r["batch"], r["context"]): r for r in rows if r["variant"] == "baseline" and "ms" in r}
+    base = {(r["batch"], r["context"]): r for r in rows if r["variant"] == REFERENCE and "ms" in r}
     out = []
     for r in rows:
         ref = base.get((r["batch"], r["context"]))
-        if ref is None or "ms" not in r or r["variant"] == "baseline":
+        if ref is None or "ms" not in r or r["variant"] == REFERENCE:
             continue
         out.append({"variant": r["variant"], "batch": r["batch"], "context": r["context"],
                     "time_ratio": r["ms"] / ref["ms"], "bytes_ratio": r["bytes"] / ref["bytes"],

@@ -16,7 +16,7 @@ Activations are not counted: the byte figures are lower bounds, so the intensiti
 from __future__ import annotations
 
 from diffattn.config import GPTConfig, accounting_model
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure import accounting
 from diffattn.pure.roofline import decode_step
 

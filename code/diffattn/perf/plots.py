@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diffattn.names import LABELS, VARIANTS
-from diffattn.plotting import new_figure, save
+from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS
+from diffattn.core.plotting import new_figure, save
 
 MARKERS = {"decode": "o", "prefill": "s", "train": "^"}
 COLORS = dict(zip(VARIANTS, ("tab:blue", "tab:cyan", "tab:orange", "tab:green")))
@@ -33,7 +33,7 @@ def roofline(info: dict, path: Path) -> Path:
             if rows:
                 ax.scatter([r["intensity"] for r in rows], [r["achieved_GFLOPs"] for r in rows], marker=marker,
                            s=18, color=COLORS[variant], alpha=0.8,
-                           label=f"{phase} {LABELS[variant]}" if phase == "decode" or variant == "baseline" else None)
+                           label=f"{phase} {LABELS[variant]}" if phase == "decode" or variant == REFERENCE else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte, counted)")

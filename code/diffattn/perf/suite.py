@@ -10,7 +10,7 @@ The roofline uses this run's fp32 GEMM median as the peak and STREAM copy's medi
 at one thread count (`threads`): on a loaded machine two OpenMP threads can wait on each other far longer than one
 thread computes, so the count is part of the result. The JSON records the machine, the torch build, the date and
 the load average before and after each part (the machine may be shared), and whether the run can be believed
-(`diffattn.hardware.reliability`: no point above its own roofline, no MFU above 100 %, a GEMM ceiling not far below
+(`diffattn.core.hardware.reliability`: no point above its own roofline, no MFU above 100 %, a GEMM ceiling not far below
 the run's own points, a load average below the usable cores): `"reliable"` and its `"reasons"`, and a warning line
 in the report when it cannot.
 """
@@ -28,13 +28,13 @@ from typing import Callable
 import torch
 
 from diffattn.config import GPTConfig
-from diffattn.cpu import native_path, threads as torch_threads
-from diffattn.errors import require
-from diffattn.hardware import cpu_name, reliability, usable_cores, warning_line
-from diffattn.names import VARIANTS
-from diffattn.paths import outputs_dir
+from diffattn.nn.cpu import native_path, threads as torch_threads
+from diffattn.core.errors import require
+from diffattn.core.hardware import cpu_name, reliability, usable_cores, warning_line
+from diffattn.pure.variants import VARIANTS
+from diffattn.core.paths import outputs_dir
 from diffattn.perf import ceilings, counts, decode, plots, training
-from diffattn.results import write_json_atomic
+from diffattn.core.results import write_json_atomic
 
 PARTS = ("ceilings", "counts", "decode", "prefill", "train")
 WHAT = {"decode": ("ceilings", "decode"), "train": ("ceilings", "train"), "roofline": PARTS}

@@ -1,20 +1,20 @@
 """Training throughput and MFU of the presets (lesson 12).
 
 MFU (model FLOPs utilisation, PaLM's definition): the FLOPs the model needs per token (3 × forward, lesson 04's
-accounting, `diffattn.train.training_flops_per_token`) × tokens/s, over a peak. Two peaks: the GEMM rate this run
+accounting, `diffattn.training.loop.training_flops_per_token`) × tokens/s, over a peak. Two peaks: the GEMM rate this run
 measured (what the machine can do) and the datasheet's (what it is sold as), where one is known: the GPUs in
-`diffattn.hardware.DATASHEET_BF16`; a virtualised CPU of unknown model has none, and none is invented.
+`diffattn.core.hardware.DATASHEET_BF16`; a virtualised CPU of unknown model has none, and none is invented.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from diffattn.compare import bare_loop_tokens_per_s
+from diffattn.training.compare import bare_loop_tokens_per_s
 from diffattn.config import build_configs
 from diffattn.perf.phases import model_phase_counts
 from diffattn.perf.decode import point
-from diffattn.train import training_flops_per_token
+from diffattn.training.loop import training_flops_per_token
 
 PRESETS = ("cpu-tiny", "cpu-small")
 

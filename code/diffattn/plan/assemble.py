@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.plan import evidence, figures, rules
 from diffattn.plan.hfconfig import Architecture
 

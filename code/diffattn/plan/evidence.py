@@ -6,7 +6,7 @@
                       of each variant minus the baseline's, paired by seed
     measured_ops      the newest committed CPU attention benchmark (ATTENTION_BENCH): each op's fwd+bwd time / baseline
     measured_decode   lesson 12's decode benchmark (outputs/bench/<run>/roofline.json): the quietest committed run
-                      of those that pass diffattn.hardware.reliability (a plan never quotes a run marked unreliable)
+                      of those that pass diffattn.core.hardware.reliability (a plan never quotes a run marked unreliable)
     measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
                       against the baseline trained on, t intervals over seeds, and whether any arm beat the null
 
@@ -20,8 +20,9 @@ import statistics
 from pathlib import Path
 from typing import NamedTuple
 
-from diffattn.hardware import reliability
-from diffattn.paths import outputs_dir
+from diffattn.pure.variants import REFERENCE
+from diffattn.core.hardware import reliability
+from diffattn.core.paths import outputs_dir
 
 HYPOTHESIS = "hypothesis"
 
@@ -81,7 +82,7 @@ EVIDENCE = {
                                       "lesson 13's CPU study measures one LoRA-only warm start: measured_warmstart)"),
     "seed_16k": Source(HYPOTHESIS, "seed 002: 'under 16k the noise floor is negligible' and 'large gains above 32k' "
                                    "come without a source; Table 2 shows gains at 4K"),
-    "warm_start_v2": Source("computed", "diffattn.warmstart.convert (lesson 13, `python -m diffattn convert`): both "
+    "warm_start_v2": Source("computed", "diffattn.training.warmstart.convert (lesson 13, `python -m diffattn convert`): both "
                                         "queries of each V2 pair copy the trained head, W_λ = 0 (σ = ½) and W_O × 2, "
                                         "so the logits are unchanged at step 0 (tests/test_13_convert.py: ≤ 1e-5 in "
                                         "fp32); a zeroed second query or an undoubled W_O fails that test"),
@@ -114,7 +115,7 @@ def measured_loss(path: Path | None = None) -> dict | None:
     gaps = {}
     for variant, losses in final.items():
         paired = [losses[seed] - base[seed] for seed in losses if seed in base]
-        if variant != "baseline" and paired:
+        if variant != REFERENCE and paired:
             gaps[variant] = {"mean": statistics.fmean(paired), "min": min(paired), "max": max(paired), "pairs": len(paired)}
     return {"file": _shown(path), "preset": summary["preset"], "task": summary["task"], "seeds": len(summary["seeds"]),
             "tokens": summary["tokens"], "gap": gaps}
@@ -134,7 +135,7 @@ def measured_ops(path: Path | None = None) -> dict | None:
         rows = bench["attention_ops"]
         shape = rows[0]["shape"]
         times = {row["op"]: row["fwd_bwd_ms"] for row in rows if row["shape"] == shape and "fwd_bwd_ms" in row}
-        ratios = {op: ms / times["baseline"] for op, ms in times.items() if op != "baseline"}
+        ratios = {op: ms / times["baseline"] for op, ms in times.items() if op != REFERENCE}
     except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError):
         return None
     return {"file": _shown(path), "device": bench.get("device"), "dtype": bench.get("dtype"), "date": bench.get("date"),
@@ -144,7 +145,7 @@ def measured_ops(path: Path | None = None) -> dict | None:
 def measured_decode(folder: Path | None = None) -> dict | None:
     """Lesson 12's measured decode steps from the runs of `bench roofline` under outputs/bench/: each <run>/roofline.json
     with a "decode" list of {"variant", "context", "batch", "ms"} rows and the run's "load_average". Runs that fail
-    `diffattn.hardware.reliability` are left out (counted in "unreliable"). Of the readable reliable runs, the one
+    `diffattn.core.hardware.reliability` are left out (counted in "unreliable"). Of the readable reliable runs, the one
     whose 1-minute load average peaked lowest (ties: the first folder by name), so the choice depends on what was
     measured, not on the order the files are listed in. Returns each variant's step time over the baseline's at the
     largest context measured at batch 1, with the run's file, peak load and how many runs were readable and reliable;
@@ -160,7 +161,7 @@ def measured_decode(folder: Path | None = None) -> dict | None:
             rows = [r for r in info["decode"] if r["batch"] == 1 and "ms" in r]
             context = max(r["context"] for r in rows)
             steps = {r["variant"]: r["ms"] for r in rows if r["context"] == context}
-            ratios = {v: ms / steps["baseline"] for v, ms in steps.items() if v != "baseline"}
+            ratios = {v: ms / steps["baseline"] for v, ms in steps.items() if v != REFERENCE}
             load = max(x[0] for x in info["load_average"].values() if x)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
             continue
@@ -180,7 +181,7 @@ def measured_warmstart(path: Path | None = None) -> dict | None:
         summary = json.loads(path.read_text())
         design, arms = summary["design"], summary["arms"]
         gaps = {arm: {"mean": a["loss_minus_baseline"]["mean"], "ci95": a["loss_minus_baseline"]["ci95"]}
-                for arm, a in arms.items() if arm != "baseline"}
+                for arm, a in arms.items() if arm != REFERENCE}
         beat = any(s["minus_null"]["above"] for a in arms.values() for s in a["seeds"])
         return {"file": _shown(path), "task": design["task"], "preset": design["preset"], "seeds": len(design["seeds"]),
                 "steps": (design["pretrain_steps"], design["continue_steps"]), "gap": gaps, "beats_null": beat,

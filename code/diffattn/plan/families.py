@@ -15,7 +15,7 @@ and modeling_<type>.py (github.com/huggingface/transformers), named at each rule
 
 from __future__ import annotations
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 
 FULL, SLIDING = "full_attention", "sliding_attention"
 

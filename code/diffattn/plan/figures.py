@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 
-from diffattn.errors import ConfigError
-from diffattn.hardware import DATASHEET_BF16
-from diffattn.names import VARIANTS
+from diffattn.core.errors import ConfigError
+from diffattn.core.hardware import DATASHEET_BF16
+from diffattn.pure.variants import REFERENCE, VARIANTS
 from diffattn.plan.hfconfig import SLIDING, Architecture, model_config
 from diffattn.pure import accounting, roofline
 from diffattn.pure.attention import lambda_init
@@ -167,4 +167,4 @@ def budget_cost(layers: dict, tokens: int) -> dict:
     rows = {v: r for v, r in layers["variants"].items() if r["applicable"]}
     total = {v: 3 * r["forward_flops_per_token"]["total"] * tokens for v, r in rows.items()}
     return {"tokens": tokens, "training_flops": total,
-            "excess_vs_baseline": {v: total[v] / total["baseline"] - 1 for v in total if v != "baseline"}}
+            "excess_vs_baseline": {v: total[v] / total["baseline"] - 1 for v in total if v != REFERENCE}}

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from diffattn.config import PRESETS
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.plan import families
 from diffattn.plan.families import FULL, SLIDING
 from diffattn.pure.accounting import ModelConfig
-from diffattn.results import read_json
+from diffattn.core.results import read_json
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "configs"
 # The shipped example configs, by name: --preset llama-3.1-8b works like --config EXAMPLES_DIR/llama-3.1-8b.json

@@ -3,7 +3,7 @@ the ids of its evidence, hypotheses marked as such, and the evidence table at th
 
 from __future__ import annotations
 
-from diffattn.names import LABELS
+from diffattn.pure.variants import LABELS
 from diffattn.pure.accounting import human_bytes
 
 SECTIONS = (

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from diffattn.names import LABELS
+from diffattn.pure.variants import REFERENCE, LABELS
 from diffattn.plan.evidence import HYPOTHESIS
 from diffattn.plan.hfconfig import Architecture
 
@@ -186,7 +186,7 @@ def throughput(decode: dict, measured: dict) -> list[Rule]:
     """Decode from lesson 12's measurement when one exists, else from the roofline with its assumptions; training
     throughput from the paper and the blog; the CPU attention benchmark for what it is."""
     rows, machine = decode["variants"], decode["machine"]
-    ratios = ", ".join(f"{LABELS[v]} {r['seconds_vs_baseline']:.3f}×" for v, r in rows.items() if v != "baseline")
+    ratios = ", ".join(f"{LABELS[v]} {r['seconds_vs_baseline']:.3f}×" for v, r in rows.items() if v != REFERENCE)
     measured_decode = measured.get("decode")
     if measured_decode:
         shown = ", ".join(f"{v} {r:.2f}×" for v, r in measured_decode["ratio"].items())

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import re
 
-from diffattn.errors import ConfigError, require
-from diffattn.names import LABELS
+from diffattn.core.errors import ConfigError, require
+from diffattn.pure.variants import LABELS
 from diffattn.plan import evidence, hfconfig, rules
 from diffattn.plan.assemble import make_plan
 from diffattn.plan.markdown import SECTIONS, VERDICTS, layer_rows, rule_line

@@ -16,24 +16,34 @@ and one 2d-wide value. V2 doubles the *query* heads only; pairs (2i, 2i+1) share
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
-from diffattn.errors import require, require_positive
-from diffattn.names import LABELS as VARIANT_LABELS
-from diffattn.names import VARIANTS
+from diffattn.core.errors import require, require_positive
+from diffattn.pure import variants
+from diffattn.pure.variants import COMPONENTS, KERNEL_ROWS, VARIANTS, CacheLayout, KernelCall
 
-COMPONENTS = ("q_proj", "k_proj", "v_proj", "o_proj", "lambda_proj", "lambda_vectors", "subln")
-V1_KERNELS = ("two_call", "four_call", "fused")
-# Rows of the FLOP and decode tables: V1's cost depends on which official kernel path runs it.
-KERNEL_ROWS = {
-    "baseline": ("baseline", "two_call"),
-    "baseline_2h": ("baseline_2h", "two_call"),
-    "diff_v1_2call": ("diff_v1", "two_call"),
-    "diff_v1_4call": ("diff_v1", "four_call"),
-    "diff_v2": ("diff_v2", "two_call"),
-}
-LABELS = {**VARIANT_LABELS, "diff_v1_2call": "V1 2-call", "diff_v1_4call": "V1 4-call"}  # + the kernel rows
+KERNELS = variants.KERNELS
+
+
+class _RowLabels(Mapping):
+    """Labels of table columns (live): every variant's, then each kernel row's (V1 2-call)."""
+
+    def _keys(self) -> list[str]:
+        return list(dict.fromkeys([*VARIANTS, *KERNEL_ROWS]))
+
+    def __getitem__(self, key: str) -> str:
+        return variants.LABELS[key] if key in variants.LABELS else variants.row_label(key)
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
+LABELS = _RowLabels()
 
 
 def require_counts(**sizes: int) -> None:
@@ -53,19 +63,24 @@ def check_layout(variant: str, heads: int, head_dim: int, kv_heads: int | None =
     width at hidden 2560). The baseline and V2 take any d (the official V2 module has a head_dim argument); V1's
     official module derives d = hidden / h, so V1 still needs h·d = hidden.
     """
-    require(variant in VARIANTS, f"variant must be one of {', '.join(VARIANTS)} (got {variant!r})")
+    spec = variants.get(variant)
     kv_heads = heads if kv_heads is None else kv_heads
     if hidden is not None:
         require_counts(hidden=hidden)
     require_counts(heads=heads, head_dim=head_dim, kv_heads=kv_heads)
-    if hidden is not None and not (head_dim_free and variant != "diff_v1"):
+    if hidden is not None and not (head_dim_free and not spec.base.paired_heads):
         require(hidden % heads == 0, f"heads must divide hidden (got hidden={hidden}, heads={heads})")
         require(heads * head_dim == hidden,
                 f"heads × head_dim must equal hidden (got {heads} × {head_dim} = {heads * head_dim}, hidden={hidden})")
     require(heads % kv_heads == 0, f"kv_heads must divide heads (got heads={heads}, kv_heads={kv_heads})")
-    if variant == "diff_v1":
-        require(heads % 2 == 0, f"DIFF V1 needs an even number of heads: it has heads/2 differential heads (got heads={heads})")
-        require(kv_heads % 2 == 0, f"DIFF V1 needs an even kv_heads: it has kv_heads/2 KV heads (got kv_heads={kv_heads})")
+    if spec.base.paired_heads:
+        require(heads % 2 == 0, f"{spec.label} needs an even number of heads: it has heads/2 differential heads "
+                                f"(got heads={heads})")
+        require(kv_heads % 2 == 0, f"{spec.label} needs an even kv_heads: it has kv_heads/2 KV heads "
+                                   f"(got kv_heads={kv_heads})")
+    require((heads * spec.heads_factor) % (kv_heads * spec.kv_factor) == 0,
+            f"{spec.name} has {heads * spec.heads_factor} query heads over {kv_heads * spec.kv_factor} KV heads: "
+            f"the KV heads must divide the query heads")
     return kv_heads
 
 
@@ -76,19 +91,9 @@ def attention_components(variant: str, hidden: int, heads: int, head_dim: int, k
                          head_dim_free: bool = False) -> dict[str, int]:
     """Weights of one attention module by official name (COMPONENTS order; 0 where the variant has none)."""
     kv_heads = check_layout(variant, heads, head_dim, kv_heads, hidden, head_dim_free)
-    doubled_queries = variant in ("baseline_2h", "diff_v2")
+    spec = variants.get(variant)
     parts = dict.fromkeys(COMPONENTS, 0)
-    # V1's q_proj is D → D: h/2 heads × 2 maps × d = h·d, the baseline's size. V2 and the 2h model: D → 2h·d.
-    parts["q_proj"] = hidden * (2 * heads if doubled_queries else heads) * head_dim
-    # V1: D → D/n_rep with n_rep = (h/2)/(h_kv/2), i.e. h_kv/2 heads of width 2d = h_kv·d, the baseline's size.
-    parts["k_proj"] = parts["v_proj"] = hidden * kv_heads * head_dim
-    # Only the 2h Transformer widens W_O; V2 subtracts each pair first, so W_O reads h·d (V1: h/2 heads of 2d).
-    parts["o_proj"] = (2 * heads if variant == "baseline_2h" else heads) * head_dim * hidden
-    if variant == "diff_v1":
-        parts["lambda_vectors"] = 4 * head_dim  # λ_q1, λ_k1, λ_q2, λ_k2 ∈ R^d: one λ per layer, shared by all heads
-        parts["subln"] = 2 * head_dim  # RMSNorm(2d) weight, one (2d,) vector shared by all heads
-    if variant == "diff_v2":
-        parts["lambda_proj"] = hidden * heads  # W_λ: D → h, so λ_t = σ(W_λ x_t) per token and per output head
+    parts.update(spec.base.components(hidden, heads * spec.heads_factor, head_dim, kv_heads * spec.kv_factor))
     return parts
 
 
@@ -138,7 +143,7 @@ class ModelConfig:
         ffn = swiglu_width(self.hidden) if self.ffn is None else self.ffn
         require_counts(ffn=ffn, **({} if self.vocab is None else {"vocab": self.vocab}))
         for variant in VARIANTS:
-            if not (self.head_dim_free and variant == "diff_v1"):
+            if not (self.head_dim_free and variants.get(variant).base.paired_heads):
                 check_layout(variant, self.heads, self.head_dim, kv_heads, self.hidden, self.head_dim_free)
         object.__setattr__(self, "kv_heads", kv_heads)  # frozen: resolve the defaults once, here
         object.__setattr__(self, "ffn", ffn)
@@ -179,20 +184,11 @@ def matmul_params(config: ModelConfig, variant: str) -> int:
 # ---------------------------------------------------------------------------------------------------- KV cache
 
 
-class CacheLayout(NamedTuple):
-    """What one layer stores per token: kv_heads heads of key_width keys and value_width values."""
-
-    kv_heads: int
-    key_width: int
-    value_width: int
-
-
 def cache_layout(variant: str, heads: int, head_dim: int, kv_heads: int | None = None) -> CacheLayout:
     """V1 caches h_kv/2 heads, each with keys k1‖k2 (2d) and one 2d value; everything else caches h_kv heads of d."""
     kv_heads = check_layout(variant, heads, head_dim, kv_heads)
-    if variant == "diff_v1":
-        return CacheLayout(kv_heads // 2, 2 * head_dim, 2 * head_dim)
-    return CacheLayout(kv_heads, head_dim, head_dim)  # V2 and the 2h model add query heads, never KV heads
+    spec = variants.get(variant)
+    return spec.base.cache(heads * spec.heads_factor, head_dim, kv_heads * spec.kv_factor)
 
 
 def kv_cache_bytes_per_token(variant: str, layers: int, heads: int, head_dim: int, kv_heads: int | None = None,
@@ -206,33 +202,14 @@ def kv_cache_bytes_per_token(variant: str, layers: int, heads: int, head_dim: in
 # ---------------------------------------------------------------------------------------------------- FLOPs
 
 
-class KernelCall(NamedTuple):
-    """One attention-kernel call: query_heads maps over kv_heads cached heads of the given key and value widths."""
-
-    query_heads: int
-    kv_heads: int
-    key_width: int
-    value_width: int
-
-
 def kernel_calls(variant: str, heads: int, head_dim: int, kv_heads: int | None = None,
                  v1_kernel: str = "two_call") -> tuple[KernelCall, ...]:
     """The attention-kernel calls one layer makes (V1 has two official paths and our fused CPU kernel, counted as a
     second call without values; other variants ignore v1_kernel)."""
     kv_heads = check_layout(variant, heads, head_dim, kv_heads)
-    require(v1_kernel in V1_KERNELS, f"v1_kernel must be one of {', '.join(V1_KERNELS)} (got {v1_kernel!r})")
-    d = head_dim
-    if variant == "baseline":
-        return (KernelCall(heads, kv_heads, d, d),)
-    if variant in ("baseline_2h", "diff_v2"):
-        return (KernelCall(2 * heads, kv_heads, d, d),)  # V2: one GQA call with 2h query heads, split afterwards
-    pairs, kv_pairs = heads // 2, kv_heads // 2
-    if v1_kernel == "two_call":  # multihead_flashdiff_1: attn(q1, k1, v) and attn(q2, k2, v) with v 2d wide
-        return (KernelCall(pairs, kv_pairs, d, 2 * d),) * 2
-    if v1_kernel == "fused":  # diff_v1_kernel (lesson 12): map 2 scores its keys, and its P joins map 1's before V.
-        # Training and prefill only: no decode step runs it, so its decode bytes are what a fused decode kernel would read
-        return KernelCall(pairs, kv_pairs, d, 2 * d), KernelCall(pairs, kv_pairs, d, 0)
-    return (KernelCall(pairs, kv_pairs, d, d),) * 4  # multihead_flashdiff_2: v split in d halves, each map run twice
+    require(v1_kernel in KERNELS, f"v1_kernel must be one of {', '.join(KERNELS)} (got {v1_kernel!r})")
+    spec = variants.get(variant)
+    return spec.base.calls(heads * spec.heads_factor, head_dim, kv_heads * spec.kv_factor, v1_kernel)
 
 
 def attention_flops_per_token(variant: str, heads: int, head_dim: int, context: int, kv_heads: int | None = None,
@@ -325,9 +302,10 @@ def accounting_table(config: ModelConfig, context: int = 131072, bytes_per_value
             "flops_per_byte": decode_flops_per_byte(variant, *geometry, bytes_per_value, kernel),
             "step_bytes": decode_step_bytes(config, variant, context, bytes_per_value, kernel),
         }
+    reference = variants.REFERENCE
     for row in flops:
-        flops[row]["attention_core_vs_baseline"] = flops[row]["attention_core"] / flops["baseline"]["attention_core"]
-        decode[row]["step_bytes_vs_baseline"] = decode[row]["step_bytes"] / decode["baseline"]["step_bytes"]
+        flops[row]["attention_core_vs_baseline"] = flops[row]["attention_core"] / flops[reference]["attention_core"]
+        decode[row]["step_bytes_vs_baseline"] = decode[row]["step_bytes"] / decode[reference]["step_bytes"]
     record = {key: value for key, value in asdict(config).items() if key != "head_dim_free"}  # the table has V1: False
     return {"config": record, "context": context, "bytes_per_value": bytes_per_value, "params": params,
             "kv_cache": kv_cache, "flops_per_token": flops, "decode": decode}
@@ -351,7 +329,8 @@ def format_table(table: dict) -> str:
 
     rows: list[tuple[str, list[str]] | None] = [("parameters per layer", [LABELS[v] for v in columns])]  # None: blank line
     rows += [(name, counts(name)) for name in (*COMPONENTS, "attention", "ffn", "norms", "layer")]
-    rows.append(("attention vs baseline", [f"{params[v]['attention'] - params['baseline']['attention']:+,}" for v in columns]))
+    reference = params[variants.REFERENCE]["attention"]
+    rows.append(("attention vs baseline", [f"{params[v]['attention'] - reference:+,}" for v in columns]))
     rows += [("whole model", counts("model")), None, ("KV cache", [LABELS[v] for v in columns])]
     rows.append(("per token", [human_bytes(table["kv_cache"][v]["bytes_per_token"]) for v in columns]))
     rows.append((f"at {table['context']:,} tokens", [human_bytes(table["kv_cache"][v]["bytes_at_context"]) for v in columns]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.matrix import Matrix, dot, matmul, width
 from diffattn.pure.softmax import softmax
 

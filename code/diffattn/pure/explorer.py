@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.trials import LAMBDA, MU, N, NOISE_STD, try_setting
 
 TRIALS = 16  # `python -m diffattn snr`'s default, and the page's

@@ -21,7 +21,7 @@ g for the baseline, 2g for V2) and 2N/k shrinks as S grows, so at long contexts 
 
 from __future__ import annotations
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.accounting import DecodeStep, ModelConfig, decode_kv_read_bytes, kernel_calls, matmul_params, require_counts
 
 # The V1 paths a decode step can take. Accounting's third, "fused" (diffattn.nn.diff_v1_kernel), runs only where more

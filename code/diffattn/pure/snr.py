@@ -24,7 +24,7 @@ import math
 from itertools import chain
 from typing import Callable, Sequence
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.matrix import Vector, dot
 from diffattn.pure.softmax import softmax
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.matrix import Vector
 
 

@@ -14,7 +14,7 @@ import random
 import statistics
 from typing import Any, Sequence
 
-from diffattn.errors import require
+from diffattn.core.errors import require
 from diffattn.pure.snr import (
     noise_logits,
     output_cosine,

@@ -2,7 +2,7 @@
 
 Grade it with `make grade EX=ex07` (`make grade` grades every exercise).
 
-You may use torch, `diffattn.nn.kernels.attention` and `diffattn.errors.require`; do not import the reference
+You may use torch, `diffattn.nn.kernels.attention` and `diffattn.core.errors.require`; do not import the reference
 `diffattn.nn.kernels.diff_v2_gqa_attention` or `diffattn.nn.functional.query_head_groups` (that grades the reference, not you).
 """
 
@@ -23,7 +23,7 @@ def query_head_groups(num_q_heads: int, num_kv_heads: int) -> list[int]:
     Returns:
         A list of num_q_heads ints; entry i is i // g.
     Raises:
-        diffattn.errors.ConfigError (a ValueError) if a count is <= 0 or num_q_heads is not a multiple of
+        diffattn.core.errors.ConfigError (a ValueError) if a count is <= 0 or num_q_heads is not a multiple of
         num_kv_heads, with a one-line message naming the constraint.
 
     Example:

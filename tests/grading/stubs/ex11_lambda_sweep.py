@@ -4,7 +4,7 @@ Grade them with `make grade`, or only these:
     .venv/bin/python -m pytest -m "graded and ex11" --impl exercises
 
 You may use torch, `diffattn.nn.kernels.attention` (grouped-query, causal, layout (b, N, heads, d)),
-`diffattn.nn.rope.apply_rope`, `diffattn.nn.functional.rms_norm` and `diffattn.errors.require`; do not import
+`diffattn.nn.rope.apply_rope`, `diffattn.nn.functional.rms_norm` and `diffattn.core.errors.require`; do not import
 `diffattn.eval.lambda_sweep` (that grades the reference, not you). The graders use small models trained by the test
 suite on the copy task of lesson 07, and compare with the layers' own forward pass at atol 1e-5.
 """
@@ -75,7 +75,7 @@ def v2_forward(attn: nn.Module, x: Tensor, rope: tuple[Tensor, Tensor], gate: fl
 def sweep_model(model: nn.Module, values: Sequence[float], evaluate: Callable[[nn.Module], float]) -> list[float]:
     """Exercise 11.3 · evaluate a trained model once per λ setting, then give it back exactly as it was.
 
-    `model` is a `diffattn.model.GPT` whose `model.config.attention` is "diff_v1" or "diff_v2"; its attention layers
+    `model` is a `diffattn.model.gpt.GPT` whose `model.config.attention` is "diff_v1" or "diff_v2"; its attention layers
     are `model.blocks[l].attn`. For each value in order:
         diff_v1: every layer computes with λ := value (exercise 11.1; λ_init untouched);
         diff_v2: every layer computes with σ(λ) := value (exercise 11.2);

@@ -2,7 +2,7 @@
 
 Grade them with `make grade EX=ex12` (`make grade` grades every exercise).
 
-Plain Python only. You may import `diffattn.errors.ConfigError` and, from `diffattn.pure.accounting` (lesson 04),
+Plain Python only. You may import `diffattn.core.errors.ConfigError` and, from `diffattn.pure.accounting` (lesson 04),
 `ModelConfig`, `DecodeStep` and `matmul_params`; do not import `diffattn.pure.roofline` (that grades the reference,
 not you). Derive the cache reads and the attention FLOPs yourself from the kernel calls described below (lesson 04's
 `decode_kv_read_bytes` computes the former: use it to check your work, not to do it). 12.1 counts integers exactly;
@@ -53,7 +53,7 @@ def decode_step(config: ModelConfig, variant: str, context: int, batch: int, byt
             diff_v1 four_call   v split into two d-wide halves, each map run on each: four calls, each h/2 query
                                 heads over h_kv/2 KV heads, d_k = d_v = d
 
-    Raises ValueError (e.g. diffattn.errors.ConfigError) with a one-line message if context, batch or bytes_per_value
+    Raises ValueError (e.g. diffattn.core.errors.ConfigError) with a one-line message if context, batch or bytes_per_value
     is < 1, the variant is unknown, or v1_kernel is neither "two_call" nor "four_call" ("fused" included, whatever
     the variant).
 
@@ -84,7 +84,7 @@ def roofline_crossover(weight_bytes: int, flops_per_sequence: int, bytes_per_seq
     a sequence's own intensity f/k does not exceed the ridge point P/W (equality included: memory then always takes
     w/W longer than compute).
 
-    Raises ValueError (e.g. diffattn.errors.ConfigError) with a one-line message if a count is < 1 or a ceiling is
+    Raises ValueError (e.g. diffattn.core.errors.ConfigError) with a one-line message if a count is < 1 or a ceiling is
     not a positive finite number (0, negative, inf, NaN), whatever the other arguments, even where the answer would
     be None.
 

@@ -1,0 +1,84 @@
+"""`diffattn lessons check|sync`: check or rewrite the numbers and command outputs quoted in lessons/*.md and
+README.md (diffattn.lessons.quotes). An output block is rebuilt by running its command through the command line
+itself, which the dispatcher hands over as `args.main` (so this module need not import it)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from diffattn.core.errors import ConfigError
+from diffattn.core.paths import lessons_dir
+from diffattn.core.results import load_numbers
+
+NAME = "lessons"
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(NAME, help="check or rewrite the numbers quoted in lessons/*.md and README.md")
+    p.add_argument("action", choices=["check", "sync"])
+    return p
+
+
+def renderer(main: Callable[[list[str]], int]) -> Callable[[str], str]:
+    """What `diffattn <command>` prints, for an output block; `lesson NN` is rebuilt from outputs/numbers.json."""
+    from diffattn import lessons
+
+    def render(command: str) -> str:
+        argv = shlex.split(command)
+        if argv[:1] == ["lesson"] and len(argv) == 2:
+            number = lessons.normalise(argv[1])
+            return lessons.load(number).report(load_numbers()[number])
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            main(argv)
+        return buffer.getvalue()
+
+    return render
+
+
+def quoting_files() -> list[Path]:
+    """Every markdown file that may quote outputs: the lessons and the README."""
+    readme = lessons_dir().parent / "README.md"
+    return sorted(lessons_dir().glob("*.md")) + ([readme] if readme.exists() else [])
+
+
+def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> list:
+    """Quoted numbers that disagree with outputs/; with `wanted`, only in those lessons' files."""
+    from diffattn import lessons
+    from diffattn.lessons.quotes import check_text
+
+    numbers, render = load_numbers(), renderer(main)
+    problems = []
+    files = quoting_files() if wanted is None else [p for p in quoting_files() if p.name[:2] in wanted]
+    for path in files:
+        try:
+            problems += check_text(path, path.read_text(), numbers, render, lessons.number_kinds)
+        except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
+            print(f"skipped {path.name}: {exc}", file=sys.stderr)
+    return problems
+
+
+def run(args: argparse.Namespace) -> int:
+    from diffattn import lessons
+    from diffattn.lessons.quotes import sync_text
+
+    if args.action == "check":
+        problems = lesson_mismatches(args.main)
+        for p in problems:
+            print(p)
+        print(f"{len(problems)} mismatch(es)")
+        return 1 if problems else 0
+    numbers, render = load_numbers(), renderer(args.main)
+    for path in quoting_files():
+        source = path.read_text()
+        updated = sync_text(source, numbers, render, lessons.number_kinds)
+        if updated != source:
+            path.write_text(updated)
+            print(f"updated {path}")
+    return 0
