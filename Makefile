@@ -12,7 +12,7 @@ TORCH_INDEX ?=
 STAMP      := $(VENV)/.installed-$(shell echo "$(TORCH_SPEC)" | tr -c 'a-zA-Z0-9.\n' '_')
 PYTEST     := $(PY) -m pytest
 
-.PHONY: new-lesson course test test-slow browser-deps site grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
+.PHONY: new-lesson course test test-fast test-slow browser-deps site grade handout gradescope-zip mutation lessons-check lessons-sync notebooks-clean gpu-check gpu-rehearsal train-small clean help
 
 help:
 	@echo "make course      run every lesson's experiments on CPU (GPU when present), refresh outputs/"
@@ -20,6 +20,7 @@ help:
 	@echo "make grade       grade exercises/ and write results.json (Gradescope format); EX=ex05 for one exercise"
 	@echo "make handout DEST=dir  the student copy, without the solutions (EXERCISES=\"ex01 ex02\": one assignment's)"
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
+	@echo "make test-fast   the inner loop: stdlib track, layers, variants, model, CLI units (about a minute)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make site        the course as a static site in build/site/html (lessons, executed notebooks, explorer; offline)"
 	@echo "make browser-deps  Chromium + chromedriver for the browser tests (Debian/Ubuntu, as root; CI runs it)"
@@ -39,6 +40,15 @@ course: $(STAMP)
 
 test: $(STAMP) browser-deps
 	$(PYTEST) -m "not slow"
+
+# The inner loop (CONTRIBUTING.md, "Layers"): the stdlib track, the layer and registry checks, the model and the command
+# line's unit tests; about a minute on 2 cores, no training, no grader, no browser
+FAST_TESTS := tests/test_01_softmax.py tests/test_02_diff_attention.py tests/test_03_snr.py tests/test_04_accounting.py \
+              tests/test_pure_stdlib_only.py tests/test_layers.py tests/test_variant_registry.py tests/test_05_diff_v1.py \
+              tests/test_05_properties.py tests/test_07_model.py tests/test_07_v2_gqa.py tests/test_cli.py \
+              tests/test_12_roofline.py tests/test_13_plan.py tests/test_numberkinds.py
+test-fast: $(STAMP)
+	$(PYTEST) -q -m "not slow" $(FAST_TESTS)
 
 test-slow: $(STAMP) browser-deps
 	$(PYTEST)

@@ -1,6 +1,6 @@
 """Root pytest plugin: the `--impl` option and the Hypothesis profiles (loaded before any argument is parsed).
 
-Grading itself is `python -m diffattn grade` (`make grade`): it runs these same tests once per exercise, in a child
+Grading itself is `diffattn grade` (`make grade`): it runs these same tests once per exercise, in a child
 process, and writes results.json (see diffattn/grading/). `pytest -m graded --impl=exercises` still runs the graded
 tests on exercises/ in this process, without that isolation: handy while developing a test.
 """

@@ -1,4 +1,4 @@
-"""Sphinx configuration of the course's static site (`make site`; issue 18).
+"""Sphinx configuration of the course's static site (`make site`).
 
 Sources are the repository itself (`sphinx-build -c site . build/site/html`): README.md is the landing page (its course
 map links every lesson and notebook), lessons/*.md are the lessons, notebooks/*.ipynb are executed by myst-nb into

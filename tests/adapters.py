@@ -1,7 +1,7 @@
 """The seam between graded tests and an implementation (the CS336 adapter pattern).
 
 Graded tests never import the reference or the exercises directly: they call `impl.<name>(...)`, where `impl` is
-chosen with `pytest --impl` (or `python -m diffattn grade --impl`):
+chosen with `pytest --impl` (or `diffattn grade --impl`):
 
     --impl reference           diffattn's own implementation (the default: `make test`)
     --impl exercises           the student's files in exercises/ (`make grade`)

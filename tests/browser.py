@@ -1,4 +1,4 @@
-"""Headless Chromium for the site's tests (issue 18): Debian's chromium and chromedriver, driven by selenium.
+"""Headless Chromium for the site's tests: Debian's chromium and chromedriver, driven by selenium.
 
 `SKIP` is the one line a test prints when they are missing; `start()` gives a driver that records console messages.
 """

@@ -43,7 +43,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if grade is not None:
             exercise = grade.args[0]
             if exercise not in EXERCISES:
-                raise pytest.UsageError(f"{item.nodeid}: unknown exercise {exercise!r} (see tests/adapters.py)")
+                raise pytest.UsageError(f"{item.nodeid}: unknown exercise {exercise!r} (see code/diffattn/grading/rubric.py)")
             item.add_marker(pytest.mark.graded)
             item.add_marker(getattr(pytest.mark, f"ex{exercise[:2]}"))
         if item.get_closest_marker("torch") and not HAS_TORCH:

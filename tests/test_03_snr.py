@@ -540,7 +540,7 @@ def test_rho1_theory_is_exact(seed, lam, mu):
 @pytest.fixture(scope="module")
 def lesson():
     numbers = load_numbers()
-    assert "03" in numbers, "outputs/numbers.json has no lesson 03: run `python -m diffattn course --lessons 03`"
+    assert "03" in numbers, "outputs/numbers.json has no lesson 03: run `diffattn course --lessons 03`"
     return numbers["03"]
 
 

@@ -17,6 +17,7 @@ from diffattn.training import study_runs as study  # noqa: E402
 from diffattn.training.ablation import run_name  # noqa: E402
 from diffattn.config import INIT_STD, GPTConfig, build_configs, default_out  # noqa: E402
 from diffattn.core.errors import ConfigError  # noqa: E402
+from diffattn.cli import study_command  # noqa: E402
 from diffattn.eval import study_summary as report  # noqa: E402
 from diffattn.eval.init_scale import branch_rms  # noqa: E402
 from diffattn.model.gpt import GPT  # noqa: E402
@@ -123,7 +124,7 @@ def args(**kw) -> argparse.Namespace:
 
 def test_the_study_trains_what_is_missing_once_and_summarises_with_intervals_and_nulls(monkeypatch, tmp_path):
     shrink(monkeypatch, tmp_path)
-    assert report.main(args()) == 0
+    assert study_command.run(args()) == 0
     out = tmp_path / "outputs" / "study"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["runs"] == len(study.plan())
@@ -148,7 +149,7 @@ def test_the_study_trains_what_is_missing_once_and_summarises_with_intervals_and
     passes = json.loads((out / "training.json").read_text())["passes"]
     assert passes[0]["runs_trained"] == len(study.plan())
     mtime = (tmp_path / "outputs" / "checkpoints" / "cpu-small" / "text" / "baseline" / "metrics.jsonl").stat().st_mtime
-    assert report.main(args()) == 0  # nothing left to train: no second pass, no run touched
+    assert study_command.run(args()) == 0  # nothing left to train: no second pass, no run touched
     assert len(json.loads((out / "training.json").read_text())["passes"]) == 1
     assert (tmp_path / "outputs" / "checkpoints" / "cpu-small" / "text" / "baseline" / "metrics.jsonl"
             ).stat().st_mtime == mtime
@@ -157,7 +158,7 @@ def test_the_study_trains_what_is_missing_once_and_summarises_with_intervals_and
 def test_a_summary_without_its_runs_is_a_one_line_error(monkeypatch, tmp_path):
     shrink(monkeypatch, tmp_path)
     with pytest.raises(ConfigError, match="holds no finished run"):
-        report.main(args(summary_only=True, groups="text"))
+        study_command.run(args(summary_only=True, groups="text"))
 
 
 def test_the_retrieval_group_can_run_on_another_preset_as_scripts_gpu_check_does():

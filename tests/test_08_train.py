@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 from diffattn import cli
 from diffattn.training import checkpoint  # noqa: E402
-from diffattn.config import PRESETS, Preset, TrainConfig, build_configs  # noqa: E402
+from diffattn.config import PRESETS, Preset, TrainConfig, build_configs, matched  # noqa: E402
 from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.model.gpt import GPT  # noqa: E402
 from diffattn.training.runs import ensure_checkpoints  # noqa: E402
@@ -366,13 +366,13 @@ def test_a_diverging_variant_costs_only_itself(tmp_path, monkeypatch):
     monkeypatch.setenv("DIFFATTN_ROOT", str(tmp_path))
     real = compare_module.train_seeds
 
-    def diverging_v1(preset, task, variant, *args, **kwargs):
+    def diverging_v1(m, variant, *args, **kwargs):
         if variant == "diff_v1":
             raise TrainingDiverged("the training loss became nan at step 3; stopped (no checkpoint)")
-        return real(preset, task, variant, *args, **kwargs)
+        return real(m, variant, *args, **kwargs)
 
     monkeypatch.setattr(compare_module, "train_seeds", diverging_v1)
-    results = compare_module.compare("cpu-tiny", steps=2, progress=False, variants=("baseline", "diff_v1", "diff_v2"))
+    results = compare_module.compare(matched("cpu-tiny", steps=2), progress=False, variants=("baseline", "diff_v1", "diff_v2"))
     assert list(results["variants"]) == ["baseline", "diff_v2"]
     assert results["failed"] == {"diff_v1": "TrainingDiverged: the training loss became nan at step 3; stopped "
                                             "(no checkpoint)"}

@@ -1,6 +1,6 @@
 """diffattn.eval: the probe reproduces the model and its effective maps have the right row sums; retrieval scoring
 (margin rule, intervals and nulls, an oracle gets everything and a constant model nothing); allocation shares;
-quantization; the λ-sweep table; and `python -m diffattn eval` with its one-line errors."""
+quantization; the λ-sweep table; and `diffattn eval` with its one-line errors."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Lesson 11: the λ_init ablation (the paper's Table 6): DIFF V1 with a constant λ_init, the paired runs of
-`python -m diffattn compare --lambda-init`, and the committed results lessons 09-11 read back (diffattn.eval.saved).
+`diffattn compare --lambda-init`, and the committed results lessons 09-11 read back (diffattn.eval.saved).
 
 Training runs are the cpu-tiny model for 2 steps of tiny batches, in a temporary DIFFATTN_ROOT (seconds).
 """
@@ -19,6 +19,7 @@ from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.eval import saved  # noqa: E402
 from diffattn.model.gpt import GPT, GPTConfig  # noqa: E402
 from diffattn.pure.attention import lambda_init as scheduled  # noqa: E402
+from diffattn.config import matched  # noqa: E402
 
 pytestmark = pytest.mark.torch
 SMALL = dict(n_layer=3, d_model=32, n_head=4, max_seq_len=16, attention="diff_v1")
@@ -87,7 +88,7 @@ def tiny_root(tmp_path, monkeypatch):
 
 
 def test_the_ablation_pairs_runs_by_seed_and_records_each_setting(tiny_root):
-    results = ablation.ablate("cpu-tiny", seeds=(0, 1), settings=[None, 0.5], progress=False)
+    results = ablation.ablate(matched("cpu-tiny"), seeds=(0, 1), settings=[None, 0.5], progress=False)
     schedule, constant = results["settings"]["schedule"], results["settings"]["constant 0.5"]
     assert results["reference"] == "schedule" and list(results["settings"]) == ["schedule", "constant 0.5"]
     assert schedule["lambda_init"] == [scheduled(0), scheduled(1)] and constant["lambda_init"] == [0.5, 0.5]
@@ -118,10 +119,10 @@ def compare_variant_folder() -> str:
 
 
 def test_reuse_keeps_finished_runs_and_retrains_nothing(tiny_root):
-    first = ablation.ablate("cpu-tiny", seeds=(0,), settings=[None, 0.5], progress=False)
+    first = ablation.ablate(matched("cpu-tiny"), seeds=(0,), settings=[None, 0.5], progress=False)
     root = tiny_root / "outputs" / "checkpoints" / "cpu-tiny" / "text"
     stamps = {p.name: (p / "metrics.jsonl").stat().st_mtime_ns for p in root.iterdir()}
-    again = ablation.ablate("cpu-tiny", seeds=(0,), settings=[None, 0.5], progress=False, reuse=True)
+    again = ablation.ablate(matched("cpu-tiny"), seeds=(0,), settings=[None, 0.5], progress=False, reuse=True)
     assert {p.name: (p / "metrics.jsonl").stat().st_mtime_ns for p in root.iterdir()} == stamps
     assert again["settings"]["constant 0.5"]["paired_difference"]["per_seed"] == first["settings"]["constant 0.5"][
         "paired_difference"]["per_seed"]

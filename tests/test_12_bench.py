@@ -253,7 +253,7 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is vi
     (("serve",), "error: argument what: invalid choice: 'serve'"),
 ])
 def test_the_command_line_refuses_bad_input_with_exit_2(args, message, capsys):
-    """In-process (`diffattn.cli.main`, what `python -m diffattn` calls): one `error:` line, exit code 2."""
+    """In-process (`diffattn.cli.main`, what `diffattn` calls): one `error:` line, exit code 2."""
     from diffattn.cli import main
 
     try:

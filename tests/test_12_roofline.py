@@ -7,8 +7,7 @@ tests/wrong/w12_*.py must fail them. The rest check the reference's own claims.
 
 The crossover batch is checked against its definition (the first batch whose compute time reaches its memory time)
 on random shapes and machines, and the lesson's worked shape, a Llama-3.1-8B-like model on an H200 at its datasheet
-ceilings (989 TFLOP/s dense bf16, 4.8 TB/s HBM3e: NVIDIA's H200 SXM specifications, via
-../shared/reference/perf-notes.md), is computed here rather than quoted.
+ceilings (989 TFLOP/s dense bf16, 4.8 TB/s HBM3e: NVIDIA's H200 SXM product specifications), is computed here rather than quoted.
 """
 
 from __future__ import annotations
@@ -370,7 +369,7 @@ def test_llama_8b_on_an_h200_turns_compute_bound_only_at_short_contexts():
     attention FLOPs, not KV bytes); from S = 1024 on no batch is compute-bound for any variant.
 
     Counting the whole parameter count instead (8.03B, the embedding table included) gives 356.5 for the baseline
-    and 336.5 for V2, the figures ../shared/reference/roofline-notes.md derives: but decoding looks up B rows of the
+    and 336.5 for V2, the figures a whole-parameter count gives: but decoding looks up B rows of the
     embedding table, it does not stream the table, so N here is the 7.50B matmul weights (LM head included)."""
     peak, bandwidth = H200
     assert ridge_point(peak, bandwidth) == pytest.approx(206.04, abs=0.01)

@@ -1,4 +1,4 @@
-"""Lesson 13: `python -m diffattn convert` and the LoRA-only variant (diffattn.training.warmstart).
+"""Lesson 13: `diffattn convert` and the LoRA-only variant (diffattn.training.warmstart).
 
 DIFF V2's conversion must give the baseline's logits at step 0 (max |Δ| ≤ 1e-5 in fp32) on the shipped checkpoint and
 on random baselines of several head layouts, and stay trainable; the near-misses a converter could make (a zeroed
@@ -226,5 +226,5 @@ def test_transformers_export_and_import_without_transformers_is_one_line(tmp_pat
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` now raises ImportError
     for args in (["convert", str(SHIPPED), "--to", "hf"], ["convert", str(SHIPPED), "--from-hf"]):
         code, out, err = run_cli(*args, "--out", str(tmp_path / "out"))
-        assert code == 2 and out == "" and err.count("\n") == 1 and "pip install transformers" in err, (args, err)
+        assert code == 2 and out == "" and err.count("\n") == 1 and "pip install -e '.[hf]'" in err, (args, err)
         assert list(tmp_path.iterdir()) == [], args

@@ -1,4 +1,4 @@
-"""Lesson 13: `python -m diffattn plan` (diffattn.plan): real configs read right, bad ones refused in one line, the
+"""Lesson 13: `diffattn plan` (diffattn.plan): real configs read right, bad ones refused in one line, the
 plan's numbers equal lesson 04's accounting and lesson 12's roofline for the same shapes, every rule cites evidence,
 and the whole command runs with every third-party module blocked (tests/test_13_plan_cli.py)."""
 
@@ -211,8 +211,8 @@ KERNEL_ROW = {"baseline": "baseline", "baseline_2h": "baseline_2h", "diff_v1": "
 
 
 def test_the_llama_8b_figures_equal_the_accounting_command():
-    """Issue 17's figure: the Llama-style 8B GQA(8) V2 delta is +16,908,288 attention weights per layer, and every
-    shared number equals `python -m diffattn accounting --json` for the same shape."""
+    """The planner's worked figure: the Llama-style 8B GQA(8) V2 delta is +16,908,288 attention weights per layer, and every
+    shared number equals `diffattn accounting --json` for the same shape."""
     arch = hfconfig.from_preset("llama-3.1-8b")
     context = 32768
     code, text, _ = run_cli("accounting", "--hidden", "4096", "--heads", "32", "--head-dim", "128", "--layers", "32",
@@ -394,9 +394,9 @@ def test_the_evaluation_plan_names_real_commands(preset):
     parser = cli.build_parser()
     for item in plan["evaluation"]:
         argv = shlex.split(item["command"])
-        assert argv[:3] == ["python", "-m", "diffattn"]
-        parser.parse_args(argv[3:])
-    accounting_line = shlex.split(plan["evaluation"][0]["command"])[3:]
+        assert argv[0] == "diffattn"
+        parser.parse_args(argv[1:])
+    accounting_line = shlex.split(plan["evaluation"][0]["command"])[1:]
     code, _, err = run_cli(*accounting_line, "--json")
     assert (code == 0) == ("refuses" not in plan["evaluation"][0]["checks"]), err
 

@@ -1,11 +1,11 @@
-"""Lesson 13: `python -m diffattn plan` as a user runs it, each command in its own process.
+"""Lesson 13: `diffattn plan` as a user runs it, each command in its own process.
 
 - It answers in under a second because it imports nothing heavy. Read from `python -X importtime`, which lists every
   module a process imported (its stderr), so the check sees what the real command line imports, not what an
   in-process test has already loaded; the controls show it does see an import.
 - It runs with every third-party module blocked (the stdlib track's blocker), `plan --skill` too.
 - Its numbers are the accounting command's: `plan --json` and the `accounting --json` command the plan itself tells the
-  user to run agree on every shared number (issue 17's figure: the Llama-style 8B GQA(8) V2 delta of +16,908,288
+  user to run agree on every shared number (the worked figure: the Llama-style 8B GQA(8) V2 delta of +16,908,288
   attention weights per layer).
 """
 
@@ -39,7 +39,7 @@ def diffattn(*args: str, returncode: int = 0, python: tuple[str, ...] = ()) -> s
 
 
 def imported(*args: str, returncode: int = 0) -> set[str]:
-    """Every module `python -m diffattn ARGS` imported (its own name and every package above it)."""
+    """Every module `diffattn ARGS` imported (its own name and every package above it)."""
     run = diffattn(*args, returncode=returncode, python=("-X", "importtime"))
     names = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "diffattn.cli" in names, "importtime printed nothing: the check would pass vacuously"

@@ -1,4 +1,4 @@
-"""Lesson 13: `python -m diffattn plan` on the config.json files of real models (tests/fixtures/plan/, each citing its
+"""Lesson 13: `diffattn plan` on the config.json files of real models (tests/fixtures/plan/, each citing its
 Hugging Face address): the KV cache and the V2 delta of every one, recomputed here by hand from the architecture, equal
 the plan's JSON; Gemma 2's alternating windows, Gemma 3's 5:1 pattern, Mistral's and Phi-3's all-layer windows and
 Qwen2.5's switched-off one are read as transformers reads them; mixture-of-experts FFNs are counted expert by expert;
@@ -154,7 +154,7 @@ def test_a_mixture_of_experts_holds_every_expert_and_runs_its_active_ones(name, 
     assert step["bytes"] == BF16 * run + L * context * per_token  # batch 1: only the active experts are read
     heads = qw // 128  # both models' head_dim
     assert plan["layers"]["variants"]["diff_v2"]["model_params"] - held == L * (D * qw + D * heads)
-    checks = next(e["checks"] for e in plan["evaluation"] if e["command"].startswith("python -m diffattn accounting"))
+    checks = next(e["checks"] for e in plan["evaluation"] if e["command"].startswith("diffattn accounting"))
     # lesson 04's command counts one FFN per layer, and ties h·d to D: the plan says which of the two applies
     assert (f"the other {E - 1} experts" in checks) if qw == D else ("refuses this shape" in checks)
 

@@ -1,4 +1,4 @@
-"""Lesson 13: outputs/skill-diff-attention-integrator.md is what `python -m diffattn plan --skill` writes today, and
+"""Lesson 13: outputs/skill-diff-attention-integrator.md is what `diffattn plan --skill` writes today, and
 its front matter is a valid Agent Skill (name and description at the top level, everything else under metadata),
 checked by a strict reader that refuses what it does not understand."""
 
@@ -16,7 +16,7 @@ COMMITTED = outputs_dir() / "skill-diff-attention-integrator.md"
 
 def test_the_committed_skill_is_what_the_planner_writes_now():
     assert COMMITTED.read_text(encoding="utf-8") == skill.skill_text(), \
-        "stale: run `python -m diffattn plan --skill` and commit outputs/skill-diff-attention-integrator.md"
+        "stale: run `diffattn plan --skill` and commit outputs/skill-diff-attention-integrator.md"
 
 
 def test_the_writer_writes_that_file(tmp_path, capsys):
@@ -38,7 +38,7 @@ def test_the_body_holds_the_computed_figures_and_real_messages():
         assert heading in text
     assert "| DIFF V2 | 4096 → 8192 | 4096 → 1024 | 4096 → 4096 | 4096 → 32 | 58,851,328 | +16,908,288 |" in text
     assert "`error: num_key_value_heads 5 does not divide num_attention_heads 32 in config.json`" in text
-    assert text.count("python -m diffattn plan --preset") == len(skill.EXAMPLES)
+    assert text.count("diffattn plan --preset") == len(skill.EXAMPLES)
 
 
 GOOD = "---\nname: a-skill\ndescription: \"Does a thing. Use when needed.\"\nmetadata:\n  k: \"v\"\n---\nbody\n"

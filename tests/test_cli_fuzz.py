@@ -1,4 +1,4 @@
-"""A fuzz test of `python -m diffattn`, generated from the command line's own parser.
+"""A fuzz test of `diffattn`, generated from the command line's own parser.
 
 Every subcommand and every option is found by walking `diffattn.cli.build_parser()`'s actions, so a new flag is
 fuzzed without editing this file. Hypothesis draws the arguments (negatives, zero, huge and boundary numbers, NaN and
@@ -13,7 +13,7 @@ each invocation must keep the command line's contract:
 Speed: importing torch costs 1-2 s per process, so a worker process imports the CLI and every module its commands
 load once, then forks one child per invocation; the child sets its own limits, chdirs into a fresh scratch folder
 (also $DIFFATTN_ROOT, so every default output lands there), runs `diffattn.cli.main(argv)` with stdout and stderr
-captured, and exits with its status (an uncaught exception prints its traceback and exits 1, as `python -m diffattn`
+captured, and exits with its status (an uncaught exception prints its traceback and exits 1, as `diffattn`
 does). `test_the_worker_sees_what_python_dash_m_sees` checks that claim against real subprocesses.
 
 Heavy valid paths (training, benchmarks, grading, a lesson's experiments, evaluation passes) are not run: the worker
@@ -566,7 +566,7 @@ def check_one(state: dict, command: str, parser, argv: list[str]) -> None:
     counts = state["outcomes"].setdefault(command, {})
     counts[outcome] = counts.get(outcome, 0) + 1
     problems = contract_violations(command, parser, argv, answer, state["templates"][command], after)
-    assert not problems, (f"python -m diffattn {' '.join(map(repr, argv))}:\n  " + "\n  ".join(problems)
+    assert not problems, (f"diffattn {' '.join(map(repr, argv))}:\n  " + "\n  ".join(problems)
                           + f"\n--- exit {answer['rc']}; stderr:\n{answer['stderr'][-2500:]}"
                           + f"\n--- stdout:\n{answer['stdout'][-800:]}")
 
@@ -614,7 +614,7 @@ def _limited() -> None:
 
 @pytest.mark.parametrize("argv", PARITY, ids=lambda a: " ".join(a[:3]))
 def test_the_worker_sees_what_python_dash_m_sees(fuzz, argv):
-    """The forked worker stands in for `python -m diffattn`: on commands that import no torch (so a real process is
+    """The forked worker stands in for `diffattn`: on commands that import no torch (so a real process is
     cheap), the same exit status, stdout and stderr, and the same files."""
     worker_run = fuzz["scratch"] / "run"
     check_one(fuzz, argv[0], COMMANDS[argv[0]], argv)

@@ -1,6 +1,6 @@
 """Command-line failures the fuzz test (tests/test_cli_fuzz.py) and its review found, one test each: sizes with no
 upper bound, output paths of the wrong kind, a negative value argparse took for an option, a default output path that
-cannot be named. Each runs `python -m diffattn` in a subprocess with a memory and a time limit, in a scratch folder
+cannot be named. Each runs `diffattn` in a subprocess with a memory and a time limit, in a scratch folder
 that is also $DIFFATTN_ROOT, and checks the contract: one `error:` line, exit 2, nothing written."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each tests/wrong/wNN_*.py replaces some reference functions (OVERRIDES) with a plausible mistake and names the
 exercises that must then lose points (LOSES), and only those: the other exercises of its lessons keep full marks.
-The grader's own pytest session (what `python -m diffattn grade --impl tests.wrong.<module>` runs in its child
+The grader's own pytest session (what `diffattn grade --impl tests.wrong.<module>` runs in its child
 processes) grades each one on the exercises it should lose, all in one separate process (tests/grading/regrade.py),
 and every case here reads its points back from the results.json it wrote. Each tests/correct/cNN_*.py, an
 implementation of every part of lesson NN written from the docstrings alone, is graded the same way and must keep

@@ -1,6 +1,6 @@
 """Hostile submissions: each file in tests/grading/hostile/ is an ex01_softmax.py that attacks the grader.
 
-Each is graded by the real command (`python -m diffattn grade --only ex01 ex04 --jobs 2`) in a temporary copy of
+Each is graded by the real command (`diffattn grade --only ex01 ex04 --jobs 2`) in a temporary copy of
 this repository, next to a correct ex04 graded at the same time (so an attack on the checkout must be pinned on ex01
 while both ran). ex01 must score 0 with the reason on the file's `# expect:` line, ex04 must keep
 the clean run's score, results.json must be valid, the command must exit 0, and the copy must be unchanged. The limits

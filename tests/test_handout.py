@@ -1,7 +1,7 @@
 """`make handout DEST=dir`: the student copy holds no solution, and its own grader gives the stubs 0 with clean reasons.
 
 The handout is built from this checkout's HEAD (git archive), then graded by its own
-`python -m diffattn grade` (one child process per exercise), as a student would run `make grade` in it. Its
+`diffattn grade` (one child process per exercise), as a student would run `make grade` in it. Its
 exercises/ are the canonical stubs (tests/grading/stubs/) whatever the checkout's exercises/ holds, committed or not.
 """
 

@@ -127,7 +127,7 @@ def test_check_reports_unknown_keys_and_stale_output_blocks():
 
 
 def test_ci_runs_exactly_the_readme_test_command():
-    """DEVELOPERS' rule: CI (.ci/run) runs the README's test command and nothing else, so a learner's `make test`
+    """The course's rule: CI (.ci/run) runs the README's test command and nothing else, so a learner's `make test`
     is what CI proved."""
     readme = (ROOT / "README.md").read_text()
     block = readme.split("## Two commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]

@@ -1,4 +1,4 @@
-"""Issue 18: the static site. The offline link check catches each kind of breakage it names; the explorer's grid is
+"""The static site. The offline link check catches each kind of breakage it names; the explorer's grid is
 embedded once and safely; `make site` (slow) builds the whole course, executed notebooks included, with no broken
 link, no network load and, in Chromium when present, no console error on any page."""
 

@@ -1,4 +1,4 @@
-"""Issue 18: the explorer page (site/explorer.html) in a real headless browser: Debian's Chromium driven by selenium.
+"""The explorer page (site/explorer.html) in a real headless browser: Debian's Chromium driven by selenium.
 
 The page re-implements diffattn.pure.trials.try_setting in JavaScript; these tests hold it to Python's numbers: on the
 reference grid (to 1e-9), after each slider moves, and on bad input (clamped or refused with a visible message, never
@@ -25,7 +25,7 @@ pytest.importorskip("selenium", reason="browser tests need selenium: pip install
 from selenium.webdriver.common.by import By  # noqa: E402  (after the skips: selenium may be missing)
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 
-TOLERANCE = 1e-9  # issue 18: the page reproduces Python's numbers to 1e-9 (relative above 1, absolute below)
+TOLERANCE = 1e-9  # the page reproduces Python's numbers to 1e-9 (relative above 1, absolute below)
 SHOWN = {"softmax-snr": ("softmax", "snr_median"), "softmax-share": ("softmax", "share", "mean"),
          "softmax-cos": ("softmax", "cos", "mean"), "diff-snr": ("diff", "snr_median"),
          "diff-share": ("diff", "share", "mean"), "diff-cos": ("diff", "cos", "mean"), "ratio": ("snr_ratio_median",)}

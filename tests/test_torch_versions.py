@@ -1,4 +1,4 @@
-"""The GPU machine runs torch 2.11 (DEVELOPERS.md, "The GPU"), CI runs a newer one: nothing the course calls may be
+"""The course's GPU checks run on torch 2.11, CI on a newer one: nothing the course calls may be
 newer than 2.11. Every `torch.…` name the package uses (found in its source, aliases such as `F` and `nn`
 followed) must be listed in tests/torch_2_11_names.txt, a file written under torch 2.11.0 by
 

@@ -6,7 +6,7 @@ diffattn.pure         stdlib only: softmax, attention, differential attention, S
 diffattn.nn           PyTorch modules on FlashAttention / SDPA kernels (lessons 05-07)
 diffattn.lessons  one module per lesson: run() -> numbers, report() -> text, figures()
 
-Run `python -m diffattn --help` for the command line.
+Run `diffattn --help` for the command line.
 """
 
 import os

@@ -208,6 +208,28 @@ def build_configs(preset: str, variant: str, lambda_init: float | None = None,
     return model, train
 
 
+
+@dataclass(frozen=True)
+class Matched:
+    """What every run of a matched comparison shares, resolved once from a preset and its overrides: the baseline's
+    shape and the training budget (task, steps, batches, schedule, device). `configs` gives one run's pair."""
+
+    preset: str
+    model: GPTConfig  # the baseline's shape; each variant's is built from it (matched_configs)
+    train: TrainConfig  # every run's, but the variant and the seed
+    overrides: dict[str, Any] = field(default_factory=dict)  # what the command line changed, as a record says it
+
+    def configs(self, variant: str, seed: int | None = None,
+                lambda_init: float | None = None) -> tuple[GPTConfig, TrainConfig]:
+        model = dataclasses.replace(matched_configs(self.model)[variant], lambda_init=lambda_init)
+        return model, dataclasses.replace(self.train, variant=variant, **({} if seed is None else {"seed": seed}))
+
+
+def matched(preset: str, **overrides: Any) -> Matched:
+    """The preset with its overrides (None = keep the preset's value), every value validated once, here."""
+    _, train = build_configs(preset, variants.REFERENCE, **overrides)
+    return Matched(preset, PRESETS[preset].model, train, {k: v for k, v in overrides.items() if v is not None})
+
 def check_train_config(c: TrainConfig) -> None:
     require(c.task in TASKS, f"task must be one of {', '.join(TASKS)} (got {c.task!r})")
     for name in ("steps", "batch_size", "grad_accum", "seq_len", "eval_every", "eval_sequences", "checkpoint_every"):

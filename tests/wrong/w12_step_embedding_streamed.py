@@ -1,5 +1,5 @@
 """12.1 mistake: the embedding table counted as streamed weights (the whole parameter count, 8.03B for Llama-3.1-8B,
-instead of the 7.50B matmul weights: ../shared/reference/roofline-notes.md's B* ≈ 357 comes from this). Decoding
+instead of the 7.50B matmul weights: a B* ≈ 357 comes from this). Decoding
 looks up one row per sequence; it neither reads the table whole nor multiplies by it."""
 
 from diffattn.pure.accounting import DecodeStep

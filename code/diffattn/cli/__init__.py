@@ -1,4 +1,4 @@
-"""`diffattn COMMAND ...` (or `python -m diffattn`): reproduce every lesson's numbers and write outputs/.
+"""`diffattn COMMAND ...` (or `diffattn`): reproduce every lesson's numbers and write outputs/.
 
 Each command is one module here, `<name>_command.py`, with NAME, `add_parser(sub)` and `run(args) -> int`; COMMANDS
 lists them in the order `--help` shows. Bad input (sizes <= 0 or past their bound, heads that do not divide, an output

@@ -9,7 +9,7 @@ and nothing is written.
 
 `--to hf` writes a baseline as transformers' LlamaForCausalLM and a DIFF V1 as DiffLlamaForCausalLM (save_pretrained);
 `--from-hf` reads such a folder back as a course checkpoint, e.g. a Llama to `convert` next (diffattn.training.warmstart.hf).
-Both need transformers, a dev-only extra: without it they stop with one line saying `pip install transformers`.
+Both need transformers, a dev-only extra: without it they stop with one line saying `pip install -e '.[hf]'`.
 """
 
 from __future__ import annotations

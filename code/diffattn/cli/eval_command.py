@@ -31,7 +31,7 @@ NAME = "eval"
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(NAME, help="evaluate a checkpoint: retrieval, allocation, outliers, quantize, lambda-sweep")
     p.add_argument("kind", choices=kinds.KINDS + ("suite",), help="which evaluation")
-    p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `python -m diffattn train`")
+    p.add_argument("--ckpt", type=Path, default=None, help="checkpoint directory written by `diffattn train`")
     p.add_argument("--preset", default=None, help="suite: the preset whose needles checkpoints to evaluate")
     p.add_argument("--out", type=Path, default=None, help="suite: where the JSON files go")
     p.add_argument("--steps", type=int, default=None, help="suite: training steps of missing checkpoints (default: "

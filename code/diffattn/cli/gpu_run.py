@@ -6,7 +6,7 @@ rebuilt from whatever the steps have left after every step (a run cut short stil
     python -m diffattn.cli.gpu_run summary STAGE --out STAGE/gpu-check.json
     python -m diffattn.cli.gpu_run check-out OUT                                         exit 1 if OUT breaks a rule below
 
-What comes back from the GPU machine (DEVELOPERS.md, "The GPU"): at most 8 files under $OUT, each at most 16 MiB,
+What a run may bring back (the limits scripts/gpu_check.sh is written for): at most 8 files under $OUT, each at most 16 MiB,
 no deeper than $OUT/a/b/file, names of letters, digits, '.', '_' and '-' only. `out_problems` checks exactly that.
 """
 
@@ -129,7 +129,7 @@ def training_rows(compare: dict[str, Any], peak_measured: float | None, peak_dat
     return rows
 
 
-# Issue 16's GPU figures: (name, what is compared, bound, ">=" or "<="); each is `met` True/False, or None with `missing`
+# The GPU figures the course targets: (name, what is compared, bound, ">=" or "<="); each is `met` True/False, or None with `missing`
 # saying why where the run did not produce it (a step that failed, a preset narrower than the target's width).
 TARGETS = (
     ("v2_tokens_vs_baseline_2h", "DIFF V2 training tokens/s / the same-query-width baseline's (2h heads)", 0.97, ">="),

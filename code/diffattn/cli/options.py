@@ -1,4 +1,4 @@
-"""The options of `python -m diffattn train`, `compare` and `study` (lesson 08), kept free of torch so that `--help`
+"""The options of `diffattn train`, `compare` and `study` (lesson 08), kept free of torch so that `--help`
 and the stdlib lessons never import it; diffattn.config validates every value and names the allowed ones.
 
 Also the command line's limits, for every subcommand: each integer an option takes (and each size among its floats)

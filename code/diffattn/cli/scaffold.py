@@ -2,13 +2,14 @@
 
     lessons/NN-slug.md                          the text, with CONTRIBUTING.md's sections in order
     notebooks/NN-slug.ipynb                     committed without outputs; its first cell finds code/
-    code/diffattn/lessons/lessonNN_slug.py  TITLE, run, report, figures (found by its file name)
+    code/diffattn/lessons/lessonNN_slug.py      TITLE, run, report, figures (found by its file name)
     exercises/exNN_slug.py                      one stub, if the lesson has exercises (--no-exercise: none)
     tests/test_NN_slug.py                       the lesson's tests
 
 It refuses to overwrite anything. What it cannot write for you is listed when it finishes: the exercise's lines in
-tests/adapters.py, a known-wrong implementation in tests/wrong/, the rubric line in .github/workflows/classroom.yml,
-and `make course` to put the lesson's numbers in outputs/numbers.json.
+the rubric (code/diffattn/grading/rubric.py), its stub's copy in tests/grading/stubs/, a known-wrong implementation in
+tests/wrong/, an independent correct one in tests/correct/, the rubric line in .github/workflows/classroom.yml, and
+`make course` to put the lesson's numbers in outputs/numbers.json.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def lesson_text(number: str, slug: str, title: str, files: dict[str, Path]) -> s
     for section in SECTIONS:
         body += [f"## {section}", ""]
         if section == "Run it":
-            body += ["```bash", f".venv/bin/python -m diffattn lesson {number}", "```", ""]
+            body += ["```bash", f"diffattn lesson {number}", "```", ""]
     return "\n".join(header + body)
 
 
@@ -151,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     print("then: write the lesson (its numbers through <!--n NN.key--> tags, its output block, a row in the README's "
           "course map); `make course` puts its numbers in outputs/numbers.json, `make lessons-sync` into the text, and "
           "`make test` passes once the lesson quotes a tagged number"
-          + ("; for the exercise, add its lines to tests/adapters.py (EXERCISES, REFERENCE, RETURNS), a known-wrong "
-             "implementation in tests/wrong/ and its rubric line in .github/workflows/classroom.yml"
+          + ("; for the exercise, add its lines to code/diffattn/grading/rubric.py (EXERCISES, REFERENCE, RETURNS), "
+             "copy its stub to tests/grading/stubs/, write a known-wrong implementation in tests/wrong/ and an "
+             "independent correct one in tests/correct/, and add its rubric line to .github/workflows/classroom.yml"
              if not args.no_exercise else ""))
     return 0
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 
 from diffattn.cli.options import require_torch
+from diffattn.core.errors import require
+from diffattn.core.paths import outputs_dir
+from diffattn.core.results import read_json, write_json_atomic
 from diffattn.eval.sweep import STAGES
 
 NAME = "sweep"
@@ -30,6 +33,43 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     require_torch(NAME)
-    from diffattn.eval import sweep_report
+    import time
 
-    return sweep_report.main(args)
+    from diffattn.eval import sweep, sweep_report
+    from diffattn.training.compare import machine
+    from diffattn.training.runs import finished, train_missing
+
+    require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
+    require(args.from_stage <= args.stage, f"--from-stage {args.from_stage} is after --stage {args.stage}")
+    folder, figure_folder = outputs_dir() / "sweep", outputs_dir() / "figures"
+    runs, learned = sweep.plan(1), None
+    for stage in range(1, args.stage + 1):
+        if stage >= 2:
+            learned = sweep_report.learned_map(sweep_report.summarise([r for r in runs if finished(r.job())]))
+            runs = sweep.plan(stage, learned)
+        if stage < args.from_stage:
+            continue
+        earlier = {(r.name, r.seed) for r in sweep.plan(args.from_stage - 1, learned)} if args.from_stage > 1 else set()
+        todo = [] if args.summary_only else [r for r in runs if not finished(r.job())
+                                             and (r.name, r.seed) not in earlier]
+        if todo:
+            started = time.perf_counter()
+            try:
+                train_missing([r.job() for r in todo], workers=args.jobs, progress=not args.no_progress)
+            except KeyboardInterrupt:
+                print("interrupted: finished runs are kept and are not trained again next time")
+                return 130
+            finally:  # every pass's wall time, also a pass some runs failed in
+                log = folder / sweep_report.TRAINING_FILE
+                passes = read_json(log)["passes"] if log.is_file() else []
+                passes.append({"stage": stage, "wall_s": time.perf_counter() - started, "runs_trained": len(todo),
+                               "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
+                               "jobs": args.jobs, "machine": machine()})
+                write_json_atomic(log, {"passes": passes})
+    done = [r for r in runs if finished(r.job())]
+    require(bool(done), "no sweep run has finished yet: run `diffattn sweep` without --summary-only")
+    summary = sweep_report.write(done, folder, figure_folder)
+    print(sweep_report.table(summary))
+    if args.ship:
+        print(f"shipped: {sweep_report.ship(summary, done)}")
+    return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import platform
 
-# Dense bf16 datasheet peaks, the usual MFU denominator (perf-notes §1: H100 SXM and H200 SXM, 989 TFLOP/s);
+# Dense bf16 datasheet peaks, the usual MFU denominator (NVIDIA's H100 SXM and H200 SXM specifications: 989 TFLOP/s);
 # scripts/gpu_check.sh also reports MFU against the GEMM peak it measures on the same run (diffattn.perf.bench.calibrate).
 DATASHEET_BF16 = {"H100": 989e12, "H200": 989e12}
 

@@ -8,7 +8,7 @@ github.com/karpathy/char-rnn (commit 6f9487a) and that nanoGPT's character-level
     train    = tokens[: ⌊0.9·n⌋],  val = tokens[⌊0.9·n⌋ :]               a fixed split: the last 10% is held out
     window i = tokens[s_i : s_i + T + 1];  inputs = window[:-1], targets = window[1:]     (T = seq_len)
 
-A real tokenizer (BPE, e.g. tiktoken's cl100k_base in the paper, diff-spec §3.1) packs about four bytes of English
+A real tokenizer (BPE, e.g. tiktoken's cl100k_base, which the paper uses) packs about four bytes of English
 into one token, so the same context covers ~4× more text and the loss is per token instead of per byte (compare
 models by bits per byte, not by loss, across tokenizers); the vocabulary grows from 256 to ~100k rows, which then
 dominates a small model's parameters.

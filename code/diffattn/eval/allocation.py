@@ -1,4 +1,4 @@
-"""Lesson 09: where the effective attention goes when the model answers (the paper's Table 3, diff-spec.md §3.4).
+"""Lesson 09: where the effective attention goes when the model answers (the paper's §3.4, Table 3).
 
 For each asked key we take one row of every layer's effective map (probe.effective_maps): the row of the query's
 `=`, whose next-token prediction is the value's first byte. Its entries w_j (j over the context) are split into

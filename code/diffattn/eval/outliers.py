@@ -1,4 +1,4 @@
-"""Lesson 10: massive values, the paper's Table 5 in miniature (diff-spec.md §3.7).
+"""Lesson 10: massive values, the paper's Table 5 in miniature.
 
 Per layer, over a batch of held-out sequences:
 

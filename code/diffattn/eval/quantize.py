@@ -1,4 +1,4 @@
-"""Lesson 10: attention logits quantized to b bits, the paper's Fig. 8 in miniature (diff-spec.md §3.7).
+"""Lesson 10: attention logits quantized to b bits, the paper's Fig. 8 in miniature.
 
 What is quantized: the attention logits z = q kᵀ/√d of every map, just before the softmax (the paper quantizes
 "attention logits" with dynamic post-training absmax quantization). How: symmetric, per (sequence, head) map, with the

@@ -1,11 +1,11 @@
 """The committed results of larger runs, read back (never recomputed) so that lessons 09-11 can report them.
 
-    suite(preset)     outputs/eval/<preset>/: `python -m diffattn eval suite --preset P --seeds S` (make train-small,
+    suite(preset)     outputs/eval/<preset>/: `diffattn eval suite --preset P --seeds S` (make train-small,
                       scripts/gpu_check.sh): summary.json and <variant>/<kind>.json of the seed-0 checkpoints
     lambda_init()     outputs/compare/<preset>-text-lambda-init/summary.json: lesson 11's λ_init ablation
     compare()         outputs/compare/<preset>-text/summary.json: lesson 08's comparison
-    study()           outputs/study/summary.json: lessons 08-11's CPU study (`python -m diffattn study`)
-    sweep()           outputs/sweep/summary.json: lesson 09's recall sweep (`python -m diffattn sweep`)
+    study()           outputs/study/summary.json: lessons 08-11's CPU study (`diffattn study`)
+    sweep()           outputs/sweep/summary.json: lesson 09's recall sweep (`diffattn sweep`)
 
 Both return {} when the files are not there yet (a fresh clone that has not run `make train-small`), so a lesson
 prints what it has.

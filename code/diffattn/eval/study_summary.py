@@ -27,7 +27,6 @@ from diffattn.core.stats import clustered_difference, t_interval
 from diffattn.training.study_runs import (
     ALTERNATIVE_IDS,
     ALTERNATIVES,
-    GROUPS,
     INIT_CELLS,
     RETRIEVAL_TASKS,
     TEXT_PRESET,
@@ -36,7 +35,6 @@ from diffattn.training.study_runs import (
     Run,
     alternative_name,
     cell_key,
-    plan,
     training_passes,
 )
 
@@ -46,7 +44,7 @@ PAPER_CELL = ("schedule", "1 − schedule")  # the paper's V1: λ starts at the 
 def _evals(run: Run) -> list[dict]:
     records = checkpoint.read_metrics(run.out)
     require(bool(records) and records[-1]["step"] == run.configs()[1].steps,
-            f"{run.out} holds no finished run: run `python -m diffattn study` (it trains what is missing)")
+            f"{run.out} holds no finished run: run `diffattn study` (it trains what is missing)")
     return [r for r in records if "val_loss" in r]
 
 
@@ -206,36 +204,3 @@ def write(runs: list[Run], out: Path) -> dict:
     print(table)
     print(f"written to {out}")
     return summary
-
-
-def main(args) -> int:
-    """`python -m diffattn study`: train what diffattn.training.study_runs plans and is not finished yet, then summarise."""
-    import time
-
-    from diffattn.training.compare import machine
-    from diffattn.core.paths import outputs_dir
-    from diffattn.core.results import write_json_atomic
-    from diffattn.training.runs import finished, train_missing
-
-    groups = tuple(g.strip() for g in args.groups.split(",") if g.strip()) if args.groups else GROUPS
-    runs = plan(groups, args.retrieval_preset, args.retrieval_steps)
-    out = args.out or outputs_dir() / "study"
-    require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
-    todo = [] if args.summary_only else [r for r in runs if not finished(r.job())]
-    if todo:
-        started = time.perf_counter()
-        try:
-            train_missing([r.job() for r in todo], workers=args.jobs, progress=not args.no_progress)
-        except KeyboardInterrupt:
-            print("interrupted: finished runs are kept and are not retrained next time")
-            return 130
-        finally:  # every pass's wall time, also a pass some runs failed in (the next pass trains only those)
-            log = out / TRAINING_FILE
-            passes = training_passes(log)
-            passes.append({"wall_s": time.perf_counter() - started, "runs_trained": len(todo),
-                           "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
-                           "groups": list(groups), "jobs": args.jobs,
-                           "machine": machine() | ({"note": args.note} if args.note else {})})
-            write_json_atomic(log, {"passes": passes})
-    write(runs, out)
-    return 0

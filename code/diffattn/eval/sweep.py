@@ -1,6 +1,6 @@
 """Lesson 09's recall sweep: where do the variants separate? Every run declared here before any of them ran.
 
-    python -m diffattn sweep [--jobs 2] [--stage 1|2] → outputs/checkpoints/cpu-recall/<task>/sweep-…/ (not
+    diffattn sweep [--jobs 2] [--stage 1|2] → outputs/checkpoints/cpu-recall/<task>/sweep-…/ (not
         committed), then outputs/sweep/summary.json, table.txt and two figures (committed; they name the machine)
 
 The model and optimiser are the `cpu-recall` preset's (2 layers, d_model 64, 4 query heads over 2 KV heads, batch 32,

@@ -1,7 +1,7 @@
 """The recall sweep's runs (diffattn.eval.sweep) summarised: per cell and variant, how many seeds learned, when each
 run left its plateau, and its final accuracy beside its null; then the summary file, the table and the figures.
 
-    python -m diffattn sweep [--jobs 2] [--stage 1|2] [--summary-only]
+    diffattn sweep [--jobs 2] [--stage 1|2] [--summary-only]
 
 Every variant of a cell is scored on the same 256 validation examples (the trainer's, fixed by the task's options),
 so the null models and the paired differences between variants are computed on the same queries.
@@ -10,7 +10,6 @@ so the null models and the paired differences between variants are computed on t
 from __future__ import annotations
 
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from diffattn.eval.sweep import (
     VARIANT_LABELS,
     VARIANTS,
     Cell,
-    plan,
     ship_choice,
 )
 from diffattn.core.stats import clustered_difference
@@ -38,7 +36,7 @@ TRAINING_FILE = "training.json"
 def _evals(run: Run) -> list[dict]:
     records = checkpoint.read_metrics(run.out)
     require(bool(records) and records[-1]["step"] == run.configs()[1].steps,
-            f"{run.out} holds no finished run: run `python -m diffattn sweep` (it trains what is missing)")
+            f"{run.out} holds no finished run: run `diffattn sweep` (it trains what is missing)")
     return [r for r in records if "val_answered" in r]
 
 
@@ -190,48 +188,6 @@ def write(runs: list[Run], folder: Path, figure_folder: Path) -> dict:
     return summary
 
 
-def main(args) -> int:
-    """`python -m diffattn sweep`: train what the sweep declares and is not finished, then summarise."""
-    from diffattn.training.compare import machine
-    from diffattn.core.paths import outputs_dir
-    from diffattn.core.results import read_json, write_json_atomic
-    from diffattn.training.runs import finished, train_missing
-
-    require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
-    folder = outputs_dir() / "sweep"
-    figure_folder = outputs_dir() / "figures"
-    require(args.from_stage <= args.stage, f"--from-stage {args.from_stage} is after --stage {args.stage}")
-    runs, learned = plan(1), None
-    for stage in range(1, args.stage + 1):
-        if stage >= 2:
-            learned = learned_map(summarise([r for r in runs if finished(r.job())]))
-            runs = plan(stage, learned)
-        if stage < args.from_stage:
-            continue
-        earlier = {(r.name, r.seed) for r in plan(args.from_stage - 1, learned)} if args.from_stage > 1 else set()
-        todo = [] if args.summary_only else [r for r in runs if not finished(r.job())
-                                             and (r.name, r.seed) not in earlier]
-        if todo:
-            started = time.perf_counter()
-            try:
-                train_missing([r.job() for r in todo], workers=args.jobs, progress=not args.no_progress)
-            except KeyboardInterrupt:
-                print("interrupted: finished runs are kept and are not trained again next time")
-                return 130
-            finally:  # every pass's wall time, also a pass some runs failed in
-                log = folder / TRAINING_FILE
-                passes = read_json(log)["passes"] if log.is_file() else []
-                passes.append({"stage": stage, "wall_s": time.perf_counter() - started, "runs_trained": len(todo),
-                               "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
-                               "jobs": args.jobs, "machine": machine()})
-                write_json_atomic(log, {"passes": passes})
-    done = [r for r in runs if finished(r.job())]
-    require(bool(done), "no sweep run has finished yet: run `python -m diffattn sweep` without --summary-only")
-    summary = write(done, folder, figure_folder)
-    print(table(summary))
-    if args.ship:
-        print(f"shipped: {ship(summary, done)}")
-    return 0
 
 
 def ship(summary: dict, runs: list[Run]) -> Path:
@@ -243,5 +199,4 @@ def ship(summary: dict, runs: list[Run]) -> Path:
     require(set(VARIANTS) <= set(chosen), f"the runs of cell {key}, seed {seed} are not all finished")
     return shipped.ship_recall({n: chosen[n].out for n in VARIANTS},
                                {n: {"cell": key, "seed": seed, "run": chosen[n].out.name} for n in VARIANTS},
-                               "python -m diffattn sweep --ship")
-
+                               "diffattn sweep --ship")

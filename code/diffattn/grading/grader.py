@@ -1,4 +1,4 @@
-"""`python -m diffattn grade`: grade every exercise in its own child process and write results.json.
+"""`diffattn grade`: grade every exercise in its own child process and write results.json.
 
 The parent never imports submission code. Per exercise (one exercises/exNN_*.py file, all its parts) it:
 

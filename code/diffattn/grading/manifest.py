@@ -1,7 +1,7 @@
 """Write MANIFEST.sha256 for a grading tree: `python -m diffattn.grading.manifest DIR` (make gradescope-zip, handout).
 
 The manifest lists the sha256 of every file the grader runs with (tree.pristine_files: the package, the tests and
-adapters, the root plugin, pytest's configuration). `python -m diffattn grade` checks it before grading and scores
+adapters, the root plugin, pytest's configuration). `diffattn grade` checks it before grading and scores
 0 the exercises whose tests differ from it; `sha256sum -c MANIFEST.sha256` checks it by hand.
 """
 

@@ -1,7 +1,7 @@
 """Does an exercise file use the reference solution it is meant to rebuild?
 
 The reference modules of an exercise are those that define its functions' reference implementations
-(tests/adapters.py REFERENCE, e.g. diffattn.pure.snr for ex03). Other diffattn modules are allowed helpers (ex02 may
+(the rubric's REFERENCE, e.g. diffattn.pure.snr for ex03). Other diffattn modules are allowed helpers (ex02 may
 call diffattn.pure.softmax.softmax; ex07 may call diffattn.nn.kernels.attention). Four findings, each one line:
 
 * the file imports a reference module, or a name from one (read from its source);

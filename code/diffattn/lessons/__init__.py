@@ -2,7 +2,7 @@
 
     TITLE: str
     run(progress: bool = True) -> dict          computes every number the lesson quotes (JSON-serialisable)
-    report(results: dict) -> str                the text `python -m diffattn lesson NN` prints, from results alone
+    report(results: dict) -> str                the text `diffattn lesson NN` prints, from results alone
     figures(results: dict, outdir: Path) -> list[Path]   PNGs for the lesson (needs matplotlib)
     NUMBER_KINDS: dict (optional)               how far each result may move on another CPU (diffattn.core.numberkinds);
                                                 results it does not name are Exact

@@ -196,7 +196,7 @@ def run(progress: bool = True) -> dict:
 def report(results: dict) -> str:
     m = results["machine"]
     lines = [
-        "CPU tensors (the same on every machine; GPUs are covered by `python -m diffattn gpu-check`):",
+        "CPU tensors (the same on every machine; GPUs are covered by `diffattn gpu-check`):",
         f"  auto picks: fp32 equal dims -> {m['auto']['fp32_equal_dims']}, fp32 V1 values (64, 128) -> "
         f"{m['auto']['fp32_v1_values_2d']}, bf16 -> {m['auto']['bf16_equal_dims']}",
         f"  flash_attn not used: {m['flash_attn_refuses'] or 'it would run'}",

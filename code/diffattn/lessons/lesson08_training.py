@@ -3,7 +3,7 @@
   presets    the three presets' shapes, budgets and parameter counts (exact: arithmetic on configs)
   variants   cpu-tiny on the built-in Shakespeare text, seed 0, every variant: validation loss curves, λ per layer (V1),
              mean σ(λ) per layer (V2). The checkpoints land in outputs/checkpoints/cpu-tiny/text/<variant>/
-  measured   the comparisons committed under outputs/compare/<preset>-text/ by `python -m diffattn compare`
+  measured   the comparisons committed under outputs/compare/<preset>-text/ by `diffattn compare`
              (`make train-small`): seed spread and timings, with the machine they ran on. Read, not recomputed
   shipped    the checkpoints lessons 09-11 evaluate (diffattn.training.shipped, outputs/models/): where they were made, and how
              far retraining moved each final loss across CPU kernel paths and thread counts (band.json). Read
@@ -24,7 +24,7 @@ import torch
 from diffattn.pure import variants
 from diffattn.training import compare
 from diffattn.training import shipped
-from diffattn.config import PRESETS, matched_configs
+from diffattn.config import PRESETS, matched, matched_configs
 from diffattn.nn.cpu import one_thread
 from diffattn.data import text
 from diffattn.eval import saved, study_tables as study_report
@@ -122,7 +122,7 @@ def unigram_loss() -> float:
 def run(progress: bool = True) -> dict:
     shipped_summary = shipped.summary()  # a missing band.json or manifest stops the lesson before it trains
     with one_thread():  # as lesson 07: the numbers then do not depend on the machine's core count
-        results = compare.compare(PRESET, TASK, seeds=(0,), progress=progress, timings=False)
+        results = compare.compare(matched(PRESET, task=TASK), seeds=(0,), progress=progress, timings=False)
     v = results["variants"]
     results["unigram_loss"] = unigram_loss()
     final_lambda = v["diff_v1"]["runs"][0]["lambda"][-1]

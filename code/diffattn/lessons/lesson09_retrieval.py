@@ -11,7 +11,7 @@
               read back with diffattn.eval.saved: seed 0's tables and every seed's 4-6-needle accuracy
   study       the low-floor tasks of the CPU study (outputs/study/summary.json, `make train-small`): multi-byte
               needles and `rebind`, with learning curves against their nulls
-  sweep       the recall sweep (outputs/sweep/summary.json, `python -m diffattn sweep`): per cell and variant, the
+  sweep       the recall sweep (outputs/sweep/summary.json, `diffattn sweep`): per cell and variant, the
               seeds that learned by the effect-size criterion (diffattn.eval.criterion)
 
 The checkpoints ship with the course (`diffattn.training.shipped`, outputs/models/cpu-tiny/needles/: lesson 08's trainer, seed

@@ -10,7 +10,7 @@ then the best setting by accuracy (exercise 11.4's rule: first of ties).
 
   measured       the committed `eval suite` λ sweeps of larger presets (outputs/eval/cpu-small/, `make train-small`)
   lambda_init    the committed λ_init ablation (the paper's Table 6): DIFF V1 trained with the depth schedule and with
-                 constant 0.8 and 0.5 (`python -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5`)
+                 constant 0.8 and 0.5 (`diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5`)
 Both are read back with diffattn.eval.saved, never recomputed here.
 """
 
@@ -113,7 +113,7 @@ def recall_sweeps() -> dict:
     return out
 
 
-PAPER_LAYERS = 24  # the ablated 1.4B models of the paper's Table 6 (diff-spec.md §3.8: L = 24)
+PAPER_LAYERS = 24  # the ablated 1.4B models of the paper's Table 6 (L = 24)
 
 
 def ablation_summary(found: dict) -> dict:

@@ -4,8 +4,8 @@ machine's ceilings, derived exactly and measured on this course's machine.
   derived    Exact arithmetic (lesson 04's accounting, diffattn.pure.roofline, diffattn.perf.phases): arithmetic
              intensity of prefill and decode, decode attention's FLOPs per byte per variant, and the crossover batch B*
              of a Llama-3.1-8B-like GQA model on an H200 at its datasheet ceilings (989 TFLOP/s dense bf16, 4.8 TB/s;
-             NVIDIA's H200 SXM specifications, via ../shared/reference/perf-notes.md §1)
-  measured   the committed runs of `python -m diffattn bench roofline` (outputs/bench/<run>/roofline.json), read back,
+             NVIDIA's H200 SXM product specifications)
+  measured   the committed runs of `diffattn bench roofline` (outputs/bench/<run>/roofline.json), read back,
              never re-measured here: timings differ per machine and per run, so `make course` quotes the files that
              ship, like lessons 09-11 evaluate the checkpoints that ship. B* on the measured CPU is computed from the
              run's own ceilings.
@@ -207,7 +207,7 @@ def gpu_runs() -> dict:
                                    "copy_GBps": peaks["measured_copy_GBps"], "ridge": peak / bandwidth,
                                    "b_star_256": {row: crossover_batch(LLAMA_8B, variant, 256, peak, bandwidth, 2, kernel)
                                                   for row, (variant, kernel) in KERNEL_ROWS.items()},
-                                   # issue 16's GPU figures as gpu_run.targets scored them (older runs have none)
+                                   # the course's GPU figures as gpu_run.targets scored them (older runs have none)
                                    "targets": summary.get("targets", [])}
     return found
 

@@ -1,11 +1,11 @@
 """Lesson 13: integrating DIFF into a real model, and what warm-starting DIFF did at our scale.
 
-    plan      the planner on Llama-3.1-8B's architecture (`python -m diffattn plan --preset llama-3.1-8b ...`): the
+    plan      the planner on Llama-3.1-8B's architecture (`diffattn plan --preset llama-3.1-8b ...`): the
               recommendation, V2's per-layer deltas, the decode roofline and the budget's extra FLOPs (stdlib), and
               how long the command takes in a fresh process
     convert   the shipped cpu-tiny text baseline converted to DIFF V2 and V1 (diffattn.training.warmstart.convert): the largest
               |logit change| at step 0 and the validation loss before and after, on the checkpoint's validation data
-    study     the committed warm-start study (outputs/warmstart/summary.json, `python -m diffattn warmstart`), read
+    study     the committed warm-start study (outputs/warmstart/summary.json, `diffattn warmstart`), read
               back, never retrained here: a tiny model retrained on another CPU can be another model
     lora_lr   the committed LoRA learning-rate check (outputs/warmstart/lora-lr.json, `warmstart --lora-lr-check`),
               read back the same way
@@ -62,7 +62,7 @@ def plan_numbers() -> dict:
 
 
 def plan_wall_s() -> float:
-    """Seconds from start to exit of `python -m diffattn plan` for PLAN in a fresh Python (its start-up included),
+    """Seconds from start to exit of `diffattn plan` for PLAN in a fresh Python (its start-up included),
     the quickest of TIMED_RUNS: what a user waits for."""
     argv = [sys.executable, "-m", "diffattn", "plan", "--preset", PLAN["preset"], "--context", str(PLAN["context"]),
             "--hallucination", PLAN["hallucination"], "--budget-tokens", str(PLAN["budget_tokens"]), "--mode",

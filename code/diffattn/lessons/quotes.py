@@ -8,7 +8,7 @@ Two markers, both invisible when the markdown is rendered:
    The key's kind (numberkinds) decides what the text may say: an Exact or Stable number quotes its value (a Stable
    one only with digits that survive its tolerance); a Bound number quotes its bound ("below 1e-05<!--n …-->").
 2. A command's output block:  a line `<!-- output: lesson 03 -->` followed by a ```text fence holding what
-   `python -m diffattn lesson 03` prints. For `lesson NN` it is rebuilt from numbers.json by that lesson's report().
+   `diffattn lesson 03` prints. For `lesson NN` it is rebuilt from numbers.json by that lesson's report().
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def expected_number(m: re.Match, numbers: dict[str, Any], kinds_for: KindsFor) -
 
 
 def block_diff(found: str, expected: str, args: str, limit: int = 12) -> str:
-    """A short unified diff: what the lesson shows vs what `python -m diffattn <args>` prints now."""
+    """A short unified diff: what the lesson shows vs what `diffattn <args>` prints now."""
     lines = list(difflib.unified_diff(found.rstrip("\n").splitlines(), expected.rstrip("\n").splitlines(),
-                                      "lesson text", f"python -m diffattn {args}", n=0, lineterm=""))
+                                      "lesson text", f"diffattn {args}", n=0, lineterm=""))
     more = [f"... ({len(lines) - limit} more diff lines)"] if len(lines) > limit else []
     return "\n".join(lines[:limit] + more)
 

@@ -1,4 +1,4 @@
-"""Lesson 09's recall sweep, read back from its committed summary (outputs/sweep/summary.json, `python -m diffattn
+"""Lesson 09's recall sweep, read back from its committed summary (outputs/sweep/summary.json, `diffattn
 sweep`): the numbers the lesson quotes, without the learning curves, and the lines its output prints."""
 
 from __future__ import annotations

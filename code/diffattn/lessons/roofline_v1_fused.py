@@ -1,6 +1,6 @@
 """Lesson 12, the fused V1 A/B: what combining V1's two maps before V (`diffattn.nn.diff_v1_kernel`) changed, beside
 the four-call path it replaced and transformers' DiffLlamaAttention. Read back from the committed runs of
-`python -m diffattn bench` (outputs/bench/<run>/bench.json), never re-measured by `make course`."""
+`diffattn bench` (outputs/bench/<run>/bench.json), never re-measured by `make course`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ RUNS = {"run1": "v1-fused-intel-xeon-processor-1t-2026-12-03-run1",
 # count): once with both cores free, once with another process spinning on one core. Why it now needs one thread.
 THREAD_RUNS = {"idle": "v1-fused-intel-xeon-processor-2t-2026-12-03-idle",
                "one_core_busy": "v1-fused-intel-xeon-processor-2t-2026-12-03-one-core-busy"}
-TARGET_VS_HF = 1.10  # issue 16: our V1 attention fwd+bwd at least 1.10× DiffLlamaAttention's speed on CPU
+TARGET_VS_HF = 1.10  # the course's target: our V1 attention fwd+bwd at least 1.10× DiffLlamaAttention's speed on CPU
 
 
 def _shape_name(shape: dict) -> str:
@@ -59,7 +59,7 @@ def report(results: dict) -> list[str]:
     runs = {name: results[name] for name in RUNS}
     both, shapes = joined(runs), results["run1"]["shapes"]  # run1 / run2, the shapes both runs timed
     m = results["run1"]["machine"]
-    lines = ["", f"DIFF V1 fused vs four calls vs DiffLlamaAttention ({' / '.join(runs)}; python -m diffattn bench): "
+    lines = ["", f"DIFF V1 fused vs four calls vs DiffLlamaAttention ({' / '.join(runs)}; diffattn bench): "
              f"{m['cpu']}, {m['threads']} torch thread, torch {m['torch']}, transformers {m['transformers']}, "
              f"{m['date']}, load average " + both(load_range)
              + "; module forward+backward, fp32, timed in turn",

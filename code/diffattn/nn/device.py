@@ -1,6 +1,6 @@
 """Lesson 06 on a GPU: which attention kernels run on a device and how far each path and module is from fp64.
 
-`device_report` is what `python -m diffattn gpu-check` (scripts/gpu_check.sh) prints and tests/test_gpu.py checks;
+`device_report` is what `diffattn gpu-check` (scripts/gpu_check.sh) prints and tests/test_gpu.py checks;
 it needs no pytest. Every error is a relative max |output − fp64 reference on CPU|.
 """
 

@@ -5,7 +5,7 @@
     counts.py     those FLOPs cross-checked against torch.utils.flop_counter.FlopCounterMode on the real modules
     decode.py     decode-step latency and achieved bandwidth on the preallocated KV cache, beside the roofline
     training.py   training tokens/s and MFU of the presets
-    suite.py      `python -m diffattn bench roofline`: all of the above in one run, one JSON, with the machine named
+    suite.py      `diffattn bench roofline`: all of the above in one run, one JSON, with the machine named
     plots.py      the log–log roofline and the decode figure
 
 Timings are reported, never asserted: tests check structure and arithmetic.

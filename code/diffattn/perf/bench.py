@@ -1,8 +1,8 @@
 """Benchmarks: timings are reported, never asserted (lesson 06, README "Benchmarks").
 
-    python -m diffattn bench                 CPU: calibration, attention ops, our V1 module fused vs four calls vs
+    diffattn bench                 CPU: calibration, attention ops, our V1 module fused vs four calls vs
                                              Hugging Face DiffLlama (when transformers is installed)
-    python -m diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
+    diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
 
 Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error. The JSON says
 whether the run can be believed (`diffattn.core.hardware.reliability`: the calibration GEMM not far below the attention
@@ -25,10 +25,8 @@ import torch
 from torch import Tensor
 
 from diffattn.config import PRESETS
-from diffattn.nn.cpu import threads
-from diffattn.core.errors import ConfigError, one_line
+from diffattn.core.errors import one_line
 from diffattn.core.hardware import cpu_name, load_average, reliability, usable_cores, warning_line
-from diffattn.core.results import write_json_atomic
 from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses
 from diffattn.nn.kernels import (
     attention,
@@ -221,7 +219,7 @@ def bench_v1_module(s: Shape, iters: int, hf: bool = True) -> dict:
         from transformers import DiffLlamaConfig
         from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
     except ImportError:
-        result["hf_skipped"] = ("transformers is not installed (pip install transformers)" if hf else
+        result["hf_skipped"] = ("transformers is not installed (pip install -e '.[hf]')" if hf else
                                 "--no-hf")
     else:
         config = DiffLlamaConfig(hidden_size=s.d_model, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
@@ -322,19 +320,3 @@ def format_report(info: dict) -> str:
             line += f"; HF DiffLlama skipped ({r['hf_skipped']})"
         lines.append(line)
     return "\n".join(lines)
-
-
-def main(args) -> int:
-    """`python -m diffattn bench attention`: the rows, then exit 1 if any op failed."""
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise ConfigError(f"--device must be auto, cpu or cuda with a CUDA GPU present (got {args.device})")
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be >= 1 (got {args.threads})")
-    # written after every op, so that a time limit keeps the rows that finished
-    with threads(args.threads or torch.get_num_threads()):
-        info = run(device, quick=args.quick, hf=not args.no_hf,
-                   saved=(lambda partial: write_json_atomic(args.out, partial)) if args.out else (lambda partial: None))
-    print(format_report(info))
-    failed = any("error" in r for r in info["attention_ops"]) or "error" in info.get("calibration", {})
-    return 1 if failed else 0

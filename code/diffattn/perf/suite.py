@@ -1,4 +1,4 @@
-"""`python -m diffattn bench decode|train|roofline`: this machine's ceilings and every measured point, in one run.
+"""`diffattn bench decode|train|roofline`: this machine's ceilings and every measured point, in one run.
 
     ceilings   GEMM GFLOP/s per dtype, STREAM copy and triad GB/s (perf.ceilings)
     counts     our FLOP counts against FlopCounterMode on the real modules (perf.counts)
@@ -33,8 +33,7 @@ from diffattn.core.errors import require
 from diffattn.core.hardware import cpu_name, reliability, usable_cores, warning_line
 from diffattn.pure.variants import VARIANTS
 from diffattn.core.paths import outputs_dir
-from diffattn.perf import ceilings, counts, decode, plots, training
-from diffattn.core.results import write_json_atomic
+from diffattn.perf import ceilings, counts, decode, training
 
 PARTS = ("ceilings", "counts", "decode", "prefill", "train")
 WHAT = {"decode": ("ceilings", "decode"), "train": ("ceilings", "train"), "roofline": PARTS}
@@ -170,21 +169,3 @@ def default_out(what: str, n_threads: int) -> Path:
     """outputs/bench/<what>-<cpu>-<threads>t-<date>/, the machine in the name (e.g. roofline-amd-epyc-1t-2026-12-02)."""
     cpu = re.sub(r"[^a-z0-9]+", "-", cpu_name().lower()).strip("-")
     return outputs_dir() / "bench" / f"{what}-{cpu}-{n_threads}t-{datetime.date.today().isoformat()}"
-
-
-def main(args) -> int:
-    """The command line's `bench decode|train|roofline`: run, write <out>/<what>.json after every part and the
-    figures at the end, print the report. Exit 1 if a point failed (it is in the JSON with its error)."""
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
-    n_threads = torch.get_num_threads() if args.threads is None else args.threads
-    require(n_threads >= 1, f"--threads must be >= 1 (got {n_threads})")
-    out = args.out or default_out(args.what, n_threads)
-    path = out / f"{args.what}.json"
-    info = run(args.what, quick=args.quick, n_threads=n_threads, saved=lambda partial: write_json_atomic(path, partial),
-               device=device)
-    figures = [] if args.no_figures else [plots.roofline(info, out / "roofline.png")]
-    if not args.no_figures and "decode" in info:
-        figures.append(plots.decode_latency(info, out / "decode.png"))
-    print(format_report(info))
-    print(f"wrote {path}" + "".join(f", {f}" for f in figures))
-    return 1 if any("error" in r for key in ("decode", "prefill", "train") for r in info.get(key, [])) else 0

@@ -1,4 +1,4 @@
-"""Lesson 13: `python -m diffattn plan`: a plan for adding differential attention to a real model, computed from its
+"""Lesson 13: `diffattn plan`: a plan for adding differential attention to a real model, computed from its
 config.json with lessons 04 and 12's code, every rule beside its evidence (stdlib only: no torch, no PyYAML).
 
     hfconfig   config.json (or a preset) → Architecture            figures    the plan's numbers

@@ -10,7 +10,7 @@
     measured_warmstart  lesson 13's warm-start study (outputs/warmstart/summary.json): converted and LoRA-only arms
                       against the baseline trained on, t intervals over seeds, and whether any arm beat the null
 
-Paper and blog numbers are cited here as published (diff-spec.md in the course's references), never recomputed.
+Paper and blog numbers are cited here as published (the paper's tables and figures, the V2 blog), never recomputed.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ EVIDENCE = {
     "paper_t4": Source("paper", "Ye et al., Table 4: contextual hallucination (GPT-4o judge), e.g. XSum 0.53 vs 0.44, "
                                 "Qasper 0.39 vs 0.28 (DIFF V1 vs Transformer, 3B, 350B tokens)"),
     "paper_t5": Source("paper", "Ye et al., Table 5: top-1 attention logit 38.8 (DIFF V1) vs 318.0; Fig. 8: DIFF keeps "
-                                "HellaSwag accuracy with attention logits quantized down to 8 bits (one transcription "
-                                "says 6; UNVERIFIED), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
+                                "HellaSwag accuracy with attention logits quantized down to 8 bits (as read off the "
+                                "figure; some summaries say 6), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
     "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3, two experiments: 830M-13.1B models on 10B tokens, where "
                                 "DIFF V1 matches the Transformer with about 62% of the parameters; and 3B models trained "
                                 "up to 360B tokens, where it matches it with about 64% of the tokens"),
@@ -78,11 +78,12 @@ EVIDENCE = {
                                "retrofitting pretrained LLMs with a related operator, O − λ·f(O) on the softmax output, "
                                "'substantially improves the pretrained LLMs across diverse benchmarks'; not V1 or V2, "
                                "code not public"),
-    "seed_lora_q": Source(HYPOTHESIS, "seed 002: 'a LoRA on the Q projection can approximate DIFF' (UNVERIFIED; "
-                                      "lesson 13's CPU study measures one LoRA-only warm start: measured_warmstart)"),
-    "seed_16k": Source(HYPOTHESIS, "seed 002: 'under 16k the noise floor is negligible' and 'large gains above 32k' "
+    "claim_lora_q": Source(HYPOTHESIS, "a common claim: 'a LoRA on the Q projection can approximate DIFF' (no published "
+                                       "source; lesson 13's CPU study measures one LoRA-only warm start: "
+                                       "measured_warmstart)"),
+    "claim_16k": Source(HYPOTHESIS, "a common claim: 'under 16k the noise floor is negligible' and 'large gains above 32k' "
                                    "come without a source; Table 2 shows gains at 4K"),
-    "warm_start_v2": Source("computed", "diffattn.training.warmstart.convert (lesson 13, `python -m diffattn convert`): both "
+    "warm_start_v2": Source("computed", "diffattn.training.warmstart.convert (lesson 13, `diffattn convert`): both "
                                         "queries of each V2 pair copy the trained head, W_λ = 0 (σ = ½) and W_O × 2, "
                                         "so the logits are unchanged at step 0 (tests/test_13_convert.py: ≤ 1e-5 in "
                                         "fp32); a zeroed second query or an undoubled W_O fails that test"),
@@ -121,7 +122,7 @@ def measured_loss(path: Path | None = None) -> dict | None:
             "tokens": summary["tokens"], "gap": gaps}
 
 
-# the newest committed `python -m diffattn bench --threads 1` run (lesson 12 reads it and its twin, run1)
+# the newest committed `diffattn bench --threads 1` run (lesson 12 reads it and its twin, run1)
 ATTENTION_BENCH = "bench/v1-fused-intel-xeon-processor-1t-2026-12-03-run2/bench.json"
 
 

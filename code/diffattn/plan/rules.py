@@ -88,7 +88,7 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
                  "in summarisation and QA and retrieve multiple needles better; V2 publishes no such evaluation, so "
                  "its hallucination benefit is untested for V2", ("paper_t4", "paper_t2", "paper_f5", HYPOTHESIS)),
             Rule("the same V1 models have far smaller attention-logit outliers and keep their accuracy with attention "
-                 "logits quantized down to 8 bits (one transcription says 6; UNVERIFIED), which matters if the model "
+                 "logits quantized down to 8 bits (as read off the paper's figure; some summaries say 6), which matters if the model "
                  "will be served quantized; untested for V2", ("paper_t5", HYPOTHESIS)),
             Rule("before pretraining the switch discards no trained weights; no published run converts a trained "
                  "model to V1 or V2 and reports a quality gain", ("convert_axolotl", "dex")),
@@ -106,8 +106,8 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
     return "experiment", [
         Rule("a fine-tune cannot be expected to install DIFF's benefit: DiffLoRA trails other PEFT methods on most tasks, "
              "and the plain converters (axolotl's) publish no quality results", ("convert_difflora", "convert_axolotl")),
-        Rule("seed 002's 'a LoRA on the Q projection approximates DIFF' has no published support (the course's one "
-             "CPU measurement is under the risks): treat a LoRA-only DIFF as an experiment", ("seed_lora_q",)),
+        Rule("the claim that 'a LoRA on the Q projection approximates DIFF' has no published support (the course's one "
+             "CPU measurement is under the risks): treat a LoRA-only DIFF as an experiment", ("claim_lora_q",)),
     ]
 
 
@@ -130,7 +130,7 @@ def not_adopting(context: int, mode: str, layers: dict, decode: dict) -> list[Ru
                           f"{v1['seconds_vs_baseline']:.3f}× the baseline's here, V2's "
                           f"{decode['variants']['diff_v2']['seconds_vs_baseline']:.3f}×", ("roofline", "v2_blog")))
     rules.append(Rule("a short context alone is not a reason to refuse: the paper's multi-needle gains are measured at "
-                      "4K; the seed's '16K/32K' thresholds have no source", ("paper_t2", "seed_16k")))
+                      "4K; the common '16K/32K' thresholds have no source", ("paper_t2", "claim_16k")))
     return rules
 
 
@@ -227,7 +227,7 @@ def risks(mode: str, measured: dict) -> list[Rule]:
     if mode != "pretrain":
         rules.append(Rule("a converted model must start as the trained one: a zeroed second query is not neutral for V2 "
                           "(σ(0) = 0.5 subtracts half of a causal mean of V); copy the trained W_Q into both queries of "
-                          "each pair, set W_λ = 0 and double W_O (`python -m diffattn convert`)", ("warm_start_v2",)))
+                          "each pair, set W_λ = 0 and double W_O (`diffattn convert`)", ("warm_start_v2",)))
     warm = measured.get("warmstart")
     if mode != "pretrain" and warm and {"diff_v2", "lora"} <= set(warm["gap"]):
         v2, lora = warm["gap"]["diff_v2"], warm["gap"]["lora"]
@@ -253,7 +253,7 @@ def rollback(mode: str) -> Rule:
 
 def evaluation(arch: Architecture, context: int) -> list[tuple[str, str]]:
     """(command, what it checks): the course's own commands, rehearsed on its presets before the real model."""
-    shape = (f"python -m diffattn accounting --hidden {arch.hidden} --heads {arch.heads} --head-dim {arch.head_dim} "
+    shape = (f"diffattn accounting --hidden {arch.hidden} --heads {arch.heads} --head-dim {arch.head_dim} "
              f"--layers {arch.layers} --kv-heads {arch.kv_heads} --ffn {arch.ffn}"
              f"{f' --vocab {arch.vocab}' if arch.vocab else ''} --context {context}")
     if arch.query_width != arch.hidden:
@@ -267,16 +267,16 @@ def evaluation(arch: Architecture, context: int) -> list[tuple[str, str]]:
         recompute = "recomputes the parameter, KV-cache and FLOP rows above"
     return [
         (shape, recompute),
-        ("python -m diffattn compare --preset cpu-small --task needles --seeds 3",
+        ("diffattn compare --preset cpu-small --task needles --seeds 3",
          "the matched variants trained with the same data and budget, paired by seed (lesson 08)"),
-        ("python -m diffattn eval retrieval --ckpt DIR", "multi-needle accuracy per (N, R), length and depth, each beside "
+        ("diffattn eval retrieval --ckpt DIR", "multi-needle accuracy per (N, R), length and depth, each beside "
                                                          "its null model (lesson 09)"),
-        ("python -m diffattn eval allocation --ckpt DIR", "share of |attention| on the answer vs the haystack (Table 3's "
+        ("diffattn eval allocation --ckpt DIR", "share of |attention| on the answer vs the haystack (Table 3's "
                                                           "measure, lesson 09)"),
-        ("python -m diffattn eval outliers --ckpt DIR", "top-1 and median |attention logit| and |hidden state| "
+        ("diffattn eval outliers --ckpt DIR", "top-1 and median |attention logit| and |hidden state| "
                                                         "(Table 5's measure, lesson 10)"),
-        ("python -m diffattn eval quantize --ckpt DIR --bits 16,8,6,4", "retrieval with attention logits quantized "
+        ("diffattn eval quantize --ckpt DIR --bits 16,8,6,4", "retrieval with attention logits quantized "
                                                                          "(Fig. 8's measure, lesson 10)"),
-        ("python -m diffattn eval lambda-sweep --ckpt DIR", "how much the trained model relies on λ (lesson 11)"),
-        ("python -m diffattn eval suite --preset cpu-small --seeds 3", "all of the above on every variant at once"),
+        ("diffattn eval lambda-sweep --ckpt DIR", "how much the trained model relies on λ (lesson 11)"),
+        ("diffattn eval suite --preset cpu-small --seeds 3", "all of the above on every variant at once"),
     ]

@@ -278,7 +278,7 @@ def decode_step_bytes(config: ModelConfig, variant: str, context: int, bytes_per
 
 
 def accounting_table(config: ModelConfig, context: int = 131072, bytes_per_value: int = 2) -> dict:
-    """Every number `python -m diffattn accounting` prints, as a JSON-ready dict (format it with `format_table`)."""
+    """Every number `diffattn accounting` prints, as a JSON-ready dict (format it with `format_table`)."""
     require_counts(context=context, bytes_per_value=bytes_per_value)
     geometry = (config.heads, config.head_dim, config.kv_heads)
     params, kv_cache = {}, {}

@@ -1,8 +1,8 @@
-"""The explorer page's reference values (issue 18): lesson 03's model at a grid of settings, for the page to reproduce.
+"""The explorer page's reference values: lesson 03's model at a grid of settings, for the page to reproduce.
 
 `site/explorer.html` re-implements diffattn.pure's softmax, snr and trials in JavaScript, name for name, down to
 CPython's Mersenne Twister, `random.gauss` and `math.fsum`, so its draws are `trials.draws`'s draws. This module
-computes `trials.try_setting` (what `python -m diffattn snr` prints) at GRID and writes the results into the page:
+computes `trials.try_setting` (what `diffattn snr` prints) at GRID and writes the results into the page:
 the page recomputes each setting on load and shows the largest difference; the browser tests
 (tests/test_site_browser.py) require it to be at most 1e-9. Stdlib only, like the rest of diffattn.pure.
 
@@ -19,7 +19,7 @@ from typing import Any
 from diffattn.core.errors import require
 from diffattn.pure.trials import LAMBDA, MU, N, NOISE_STD, try_setting
 
-TRIALS = 16  # `python -m diffattn snr`'s default, and the page's
+TRIALS = 16  # `diffattn snr`'s default, and the page's
 N_MAX = 16_384  # the page's cap on N: 16 trials redrawn in well under a second while a slider moves
 RHO = 0.9
 DEFAULT = {"n": N, "mu": MU, "noise_std": NOISE_STD, "rho": RHO, "lam": LAMBDA, "variant": "v1"}

@@ -1,4 +1,4 @@
-"""Lesson 03's seeded trials, for the lesson and for `python -m diffattn snr`: the draws, the measures of one row of
+"""Lesson 03's seeded trials, for the lesson and for `diffattn snr`: the draws, the measures of one row of
 weights, and their statistics (stdlib only, like the rest of diffattn.pure).
 
 One trial is one query over N keys with the signal at position SIGNAL (diffattn.pure.snr's model): ε1 and η are drawn
@@ -28,7 +28,7 @@ from diffattn.pure.softmax import softmax
 SEED = 3
 SIGNAL = 0
 VALUE_DIM = 8  # d_v of the output measure; its cosine concentrates at w_s/‖w‖₂ already for small d_v
-# Lesson 03's setting, also the defaults of `python -m diffattn snr`
+# Lesson 03's setting, also the defaults of `diffattn snr`
 N = 1024
 MU, NOISE_STD = 8.0, 1.5  # (N − 1)·e^{τ²/2 − μ} ≈ 1 at N = 1024: the floor's expected mass equals the signal's
 LAMBDA = 0.8  # V1's λ_init deep in the stack: 0.8 − 0.6·e^{−0.3·depth} → 0.8
@@ -90,7 +90,7 @@ def summarise(rows: Sequence[dict[str, float]]) -> dict[str, Any]:
 
 def try_setting(n: int = N, mu: float = MU, noise_std: float = NOISE_STD, rho: float = 0.9, lam: float = LAMBDA,
                 variant: str = "v1", trials: int = 16) -> dict[str, Any]:
-    """One setting of this lesson's model, for `python -m diffattn snr`: softmax vs DIFF, medians over trials.
+    """One setting of this lesson's model, for `diffattn snr`: softmax vs DIFF, medians over trials.
 
     V1's λ is any finite number (the learned λ is unconstrained); V2's coefficient σ(λ_t) lies strictly inside (0, 1).
     Medians, not geometric means: a DIFF row can put a negative weight on the signal, and then its SNR is negative.

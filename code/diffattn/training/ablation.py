@@ -1,7 +1,7 @@
 """Lesson 11: the paper's λ_init ablation (Table 6) in miniature. DIFF V1 trained three ways: the depth schedule
 λ_init = 0.8 − 0.6·exp(−0.3·depth), and the constants 0.8 and 0.5 in every layer.
 
-    python -m diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5
+    diffattn compare --preset cpu-small --lambda-init schedule,0.8,0.5 --seeds 5
         → outputs/compare/cpu-small-text-lambda-init/{summary.json, table.txt, lambda-init.png}
 
 The runs are paired: for one seed every setting starts from the same weights (λ_init draws no random numbers) and
@@ -18,16 +18,16 @@ from typing import Any
 
 from diffattn.training.compare import (
     machine,
-    save_results,
     timing_line,
     train_seeds,
     train_settings,
 )
-from diffattn.config import PRESETS
+from diffattn.config import Matched
 from diffattn.core.errors import ConfigError, require
 from diffattn.pure.attention import lambda_init as scheduled_lambda_init
 from diffattn.core.stats import mean_std, t_interval
 
+ABLATED = "diff_v1"  # λ_init is DIFF V1's (Table 6 ablates it)
 SCHEDULE = "schedule"
 PAPER_SETTINGS = (SCHEDULE, "0.8", "0.5")  # Table 6: DIFF (the schedule), λ_init = 0.8, λ_init = 0.5
 
@@ -61,16 +61,15 @@ def run_name(value: float | None) -> str:
     return "diff_v1" if value is None else f"diff_v1-lambda_init{value:g}"
 
 
-def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), settings: list[float | None] | None = None,
-           steps: int | None = None, progress: bool = True, reuse: bool = False) -> dict[str, Any]:
+def ablate(m: Matched, seeds: tuple[int, ...] = (0,), settings: list[float | None] | None = None,
+           progress: bool = True, reuse: bool = False) -> dict[str, Any]:
     """Train DIFF V1 once per (setting, seed) and summarise; the first setting is the reference of the differences."""
     settings = [None, 0.8, 0.5] if settings is None else settings
     started = time.perf_counter()
-    n_layer = PRESETS[preset].model.n_layer
-    results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "settings": {}}
+    n_layer = m.model.n_layer
+    results: dict[str, Any] = {"preset": m.preset, "task": m.train.task, "seeds": list(seeds), "settings": {}}
     for value in settings:
-        r = train_seeds(preset, task, "diff_v1", seeds, steps, progress, lambda_init=value, name=run_name(value),
-                        reuse=reuse)
+        r = train_seeds(m, ABLATED, seeds, progress, lambda_init=value, name=run_name(value), reuse=reuse)
         r["lambda_init"] = [scheduled_lambda_init(depth) if value is None else value for depth in range(n_layer)]
         r["final_lambda"] = [statistics.fmean(run["lambda"][-1][layer] for run in r["runs"]) for layer in range(n_layer)]
         results["settings"][label(value)] = r
@@ -80,7 +79,7 @@ def ablate(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), setti
         mean, std = mean_std(gaps)
         r["paired_difference"] = {"per_seed": gaps, "mean": mean, "std": std, "min": min(gaps), "max": max(gaps),
                                   "t": t_interval(gaps)}
-    results.update(train_settings(preset, task, steps))
+    results.update(train_settings(m))
     results["reference"] = label(settings[0])
     # reused runs were timed when they trained: then the figure is the sum of every run's own training time
     results["wall_s"] = (sum(run["wall_s"] for r in results["settings"].values() for run in r["runs"]) if reuse
@@ -133,18 +132,3 @@ def plot(results: dict[str, Any], path: Path) -> Path:
         ax.legend(fontsize=8)
     fig.suptitle(f"DIFF V1 λ_init ablation: {results['preset']}, {len(results['seeds'])} seed(s) per setting")
     return save(fig, path)
-
-
-def main(args) -> int:
-    """`python -m diffattn compare --lambda-init SETTINGS` (options: diffattn.cli.options)."""
-    from diffattn.config import build_configs
-    from diffattn.core.paths import outputs_dir
-
-    require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
-    settings = parse_settings(args.lambda_init)
-    build_configs(args.preset, "diff_v1", task=args.task, steps=args.steps)  # bad input fails before any training
-    out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}-lambda-init"
-    results = ablate(args.preset, args.task, tuple(range(args.seeds)), settings, args.steps, not args.no_progress,
-                     reuse=args.reuse)
-    save_results(results, out, args.note, format_table, plot, "lambda-init.png")
-    return 0

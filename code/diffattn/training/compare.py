@@ -1,6 +1,6 @@
 """Lesson 08: matched comparisons. Train every variant with the same data order, tokens and schedule, then tabulate.
 
-    python -m diffattn compare --preset cpu-small --seeds 3      → outputs/compare/cpu-small-text/{summary.json,
+    diffattn compare --preset cpu-small --seeds 3      → outputs/compare/cpu-small-text/{summary.json,
                                                                    table.txt, compare.png}
 
 "Matched" means: for one seed, every variant starts from `torch.manual_seed(seed)`, reads the same batches (the data
@@ -24,13 +24,12 @@ import torch
 from torch.nn import functional as F
 
 from diffattn.training import checkpoint
-from diffattn.config import build_configs, default_out
+from diffattn.config import Matched, build_configs, default_out
 from diffattn.data import make_task
-from diffattn.core.errors import ConfigError, one_line, require
+from diffattn.core.errors import ConfigError, one_line
 from diffattn.core.hardware import cpu_name, datasheet_peak
 from diffattn.model.gpt import GPT, parameter_breakdown
 from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS
-from diffattn.core.paths import outputs_dir
 from diffattn.core.results import write_json_atomic
 from diffattn.training.runs import finished, train_fresh
 from diffattn.core.stats import mean_std
@@ -69,30 +68,27 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], steps: int | None = None,
-                progress: bool = True, lambda_init: float | None = None, name: str | None = None,
-                reuse: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def train_seeds(m: Matched, variant: str, seeds: tuple[int, ...], progress: bool = True,
+                lambda_init: float | None = None, name: str | None = None, reuse: bool = False) -> dict[str, Any]:
     """Train one variant once per seed into default_out(preset, task, name or variant, seed), overwriting (with
     `reuse`, a folder that already holds the same run finished is kept: `make train-small` trains every run once, in
-    `python -m diffattn study`), and summarise: size, FLOPs, every run, the final loss's mean and spread over seeds.
-    `settings` overrides the preset's device, compile and bf16 (TrainConfig fields)."""
-    settings = settings or {}
-    model_config, _ = build_configs(preset, variant, lambda_init, task=task, steps=steps, **settings)
+    `diffattn study`), and summarise: size, FLOPs, every run, the final loss's mean and spread over seeds."""
+    model_config, _ = m.configs(variant, lambda_init=lambda_init)
     with torch.device("meta"):  # counting only
         parts = parameter_breakdown(GPT(model_config))
     runs = []
     for seed in seeds:
-        out = default_out(preset, task, name or variant, seed)
-        job = (preset, model_config,
-               build_configs(preset, variant, lambda_init, task=task, seed=seed, steps=steps, **settings)[1], out)
+        out = default_out(m.preset, m.train.task, name or variant, seed)
+        job = (m.preset, model_config, m.configs(variant, seed, lambda_init)[1], out)
         if not (reuse and finished(job)):
             train_fresh(*job, progress=progress)
         runs.append({"seed": seed, **run_summary(out)})
     finals = [r["val_loss"] for r in runs]
     mean, std = mean_std(finals)
+    first = default_out(m.preset, m.train.task, name or variant, seeds[0])
     return {
         "params": parts["total"], "attention_per_layer": parts["attention_per_layer"],
-        "flops_per_token": checkpoint.read_metrics(default_out(preset, task, name or variant, seeds[0]))[-1]["flops_per_token"],
+        "flops_per_token": checkpoint.read_metrics(first)[-1]["flops_per_token"],
         "runs": runs,
         "val_loss_mean": mean,
         "val_loss_std": std,
@@ -100,29 +96,28 @@ def train_seeds(preset: str, task: str, variant: str, seeds: tuple[int, ...], st
     }
 
 
-def train_settings(preset: str, task: str, steps: int | None, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def train_settings(m: Matched) -> dict[str, Any]:
     """The budget every run of a comparison shares."""
-    _, c = build_configs(preset, "baseline", task=task, steps=steps, **(settings or {}))
+    c = m.train
     return {"train": {k: getattr(c, k) for k in ("steps", "batch_size", "seq_len", "lr", "warmup_steps",
                                                  "weight_decay", "grad_clip", "eval_sequences")},
             "tokens": c.steps * c.batch_size * c.seq_len, "device": c.device}
 
 
-def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS,
-            progress: bool = True, timings: bool = True, steps: int | None = None,
-            partial: Path | None = None, reuse: bool = False, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def compare(m: Matched, seeds: tuple[int, ...] = (0,), variants: tuple[str, ...] = VARIANTS, progress: bool = True,
+            timings: bool = True, partial: Path | None = None, reuse: bool = False) -> dict[str, Any]:
     """Train every variant for every seed (overwriting their checkpoints) and summarise; `timings=False` drops every
     wall-clock figure, leaving only numbers that training computes. With `partial`, the variants finished so far are
     written there (JSON) after each one, so a run stopped by a time limit keeps them. A variant whose training raises
     (a torch.compile failure, out of memory) is listed under "failed" with its error and the others still train."""
     started = time.perf_counter()
-    results: dict[str, Any] = {"preset": preset, "task": task, "seeds": list(seeds), "variants": {}}
+    results: dict[str, Any] = {"preset": m.preset, "task": m.train.task, "seeds": list(seeds), "variants": {}}
+    settings = {k: v for k, v in m.overrides.items() if k in ("device", "compile", "bf16")}
     if settings:
         results["settings"] = settings
     for variant in variants:
         try:
-            results["variants"][variant] = train_seeds(preset, task, variant, seeds, steps, progress, reuse=reuse,
-                                                       settings=settings)
+            results["variants"][variant] = train_seeds(m, variant, seeds, progress, reuse=reuse)
         except (KeyboardInterrupt, ConfigError) as exc:
             if not isinstance(exc, TrainingDiverged):  # bad input fails the same for every variant and an
                 raise                                   # interrupt stops the comparison; a NaN costs one variant
@@ -133,7 +128,7 @@ def compare(preset: str, task: str = "text", seeds: tuple[int, ...] = (0,), vari
             sys.stderr.write(f"{variant} failed: {results['failed'][variant]}\n")
         if partial is not None:
             write_json_atomic(partial, {**results, "finished": list(results["variants"]), "complete": False})
-    budget = train_settings(preset, task, steps, settings)
+    budget = train_settings(m)
     results["train"], results["tokens"] = budget["train"], budget["tokens"]
     if timings:
         # reused runs were timed when they trained: then the figure is the sum of every run's own training time
@@ -262,38 +257,6 @@ def plot(results: dict[str, Any], path: Path) -> Path:
         ax.grid(True, alpha=0.3)
     fig.suptitle(f"{results['preset']} on {results['task']}: {len(results['seeds'])} seed(s) per variant")
     return save(fig, path)
-
-
-def main(args) -> int:
-    """`python -m diffattn compare` (options: diffattn.cli.options)."""
-    if args.overhead:
-        result = overhead(args.preset, steps=args.steps or 60)
-        print(f"{result['preset']} {result['variant']}: trainer step {statistics.median(result['trainer_tokens_per_s']):,.0f}"
-              f" tokens/s, bare loop {statistics.median(result['bare_tokens_per_s']):,.0f} tokens/s, "
-              f"ratio {result['ratio']:.3f} (medians of {len(result['bare_tokens_per_s'])} alternating runs)")
-        if args.note:
-            result["machine"]["note"] = args.note
-        if args.out:
-            write_json_atomic(args.out / "overhead.json", result)
-        return 0
-    require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
-    settings = {key: value for key, value in (("device", args.device), ("compile", args.compile), ("bf16", args.bf16))
-                if value is not None}
-    build_configs(args.preset, "baseline", task=args.task, steps=args.steps, **settings)  # bad input fails first
-    out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}"
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        results = compare(args.preset, args.task, tuple(range(args.seeds)), progress=not args.no_progress,
-                          steps=args.steps, partial=out / PARTIAL, reuse=args.reuse, settings=settings)
-    except KeyboardInterrupt:
-        kept = f"the variants finished so far are in {out / PARTIAL}" if (out / PARTIAL).is_file() else "no variant finished"
-        sys.stderr.write(f"interrupted: {kept}; the interrupted run kept its metrics and last checkpoint\n")
-        return 130
-    save_results(results, out, args.note, format_table, plot, "compare.png")
-    (out / PARTIAL).unlink(missing_ok=True)
-    for variant, error in results.get("failed", {}).items():
-        sys.stderr.write(f"error: {variant} did not train ({error}); the other variants' results are in {out}\n")
-    return 1 if "failed" in results else 0
 
 
 def save_results(results: dict[str, Any], out: Path, note: str | None, tabulate, draw, figure: str) -> None:

@@ -1,6 +1,6 @@
 """Lesson 08: train one variant of the lesson-07 GPT on one task, on CPU, one GPU, or several with torchrun.
 
-    python -m diffattn train --preset cpu-tiny --variant diff_v2 [--task text] [--out DIR] [--resume] [--seed 0]
+    diffattn train --preset cpu-tiny --variant diff_v2 [--task text] [--out DIR] [--resume] [--seed 0]
     torchrun --standalone --nproc_per_node=2 -m diffattn train --preset cpu-tiny --variant diff_v1
 
 One optimizer step, for a global batch of B sequences of T tokens split over W ranks and A accumulation micro-steps:

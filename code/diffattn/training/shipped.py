@@ -8,12 +8,12 @@ decisions keep their margins):
     outputs/models/MANIFEST.json                  the command, machine and torch that made them; each file's sha256
     outputs/models/<preset>/<task>/<variant>/     model.safetensors, config.json, metrics.jsonl (diffattn.training.checkpoint)
 
-    python -m diffattn models verify              check every shipped file against MANIFEST.json
-    python -m diffattn models retrain             retrain them here (runs/models-retrained/) and print how far each
+    diffattn models verify              check every shipped file against MANIFEST.json
+    diffattn models retrain             retrain them here (runs/models-retrained/) and print how far each
                                                   final loss lands from the shipped one, with a verdict against the
                                                   measured band (exit 1 if one lands outside)
-    python -m diffattn models retrain --replace   maintainers: make freshly trained weights the shipped ones
-    python -m diffattn models band                retrain under every kernel path this CPU offers, 1 and 2 threads,
+    diffattn models retrain --replace   maintainers: make freshly trained weights the shipped ones
+    diffattn models band                retrain under every kernel path this CPU offers, 1 and 2 threads,
                                                   and write the spread to outputs/models/band.json
 
 A missing, truncated or altered file is a one-line ConfigError naming it and how to restore it; nothing here retrains
@@ -44,7 +44,7 @@ FILES = (checkpoint.WEIGHTS_FILE, checkpoint.CONFIG_FILE, checkpoint.METRICS_FIL
 MANIFEST = "MANIFEST.json"
 BAND = "band.json"
 RESTORE = "git checkout -- outputs/models"
-REMAKE = "python -m diffattn models retrain --replace"  # maintainers, on the shipping machine (CONTRIBUTING.md)
+REMAKE = "diffattn models retrain --replace"  # maintainers, on the shipping machine (CONTRIBUTING.md)
 # A retrained loss may land this many times the widest spread `models band` measured for its task.
 BAND_MARGIN = 2.0
 X86_ORDER = {path: i for i, path in enumerate(cpu.X86_PATHS)}
@@ -122,7 +122,7 @@ def checkpoints(preset: str, task: str, variants: tuple[str, ...]) -> dict[str, 
 # ---------------------------------------------------------------------------------- lesson 09's recall checkpoints
 # One run per variant of the recall sweep (diffattn.eval.sweep), copied as weights, config and metrics into
 # outputs/models/cpu-recall/mqar/<variant>/ with a manifest of their own, MANIFEST.json beside them, that names the
-# sweep cell and seed each came from. `python -m diffattn sweep` retrains them; `models verify` checks them.
+# sweep cell and seed each came from. `diffattn sweep` retrains them; `models verify` checks them.
 RECALL = ("cpu-recall", "mqar")
 
 
@@ -294,32 +294,3 @@ def report(result: dict[str, Any]) -> str:
     lines.append(f"  {len(outside)} of {len(result['rows'])} outside the band" + (f": {', '.join(outside)}" if outside
                                                                                 else ""))
     return "\n".join(lines)
-
-
-def main(args) -> int:
-    """`python -m diffattn models verify | retrain [--replace] | band`."""
-    if args.action == "verify":
-        manifest = read_manifest()
-        for preset, task, variant in entries():
-            verify(root() / preset / task / variant, manifest)
-        m = manifest["machine"]
-        print(f"{len(entries())} shipped checkpoints match {root() / MANIFEST} (made by `{manifest['command']}` on "
-              f"{m['cpu']}, {m['kernel_path']}, torch {m['torch']}, {m['date']})")
-        if (recall_root() / MANIFEST).is_file():
-            recall = recall_checkpoints()
-            print(f"{len(recall)} recall checkpoints match {recall_root() / MANIFEST}")
-        return 0
-    if args.action == "band":
-        result = band()
-        print("\n".join(f"  {k:<26} widest |retrained − shipped| {v:.2e}" for k, v in result["max_abs_delta"].items()))
-        return 0
-    require(args.threads >= 1, f"--threads must be >= 1 (got {args.threads})")
-    out = args.out or retrained_root() / "latest"
-    result = retrain(out, args.threads, progress=not args.json, compare_with_shipped=not args.replace)
-    if args.replace:
-        replace(out, REMAKE)
-        print(f"the shipped checkpoints in {root()} are now the runs in {out}; run `python -m diffattn models band`, "
-              f"`make course`, and commit outputs/")
-        return 0
-    print(json.dumps(result, indent=1) if args.json else report(result))
-    return 1 if any(r.get("within") is False for r in result["rows"].values()) else 0  # a loss outside the band

@@ -1,9 +1,9 @@
 """Lessons 08-11's CPU study: every run `make train-small` trains, declared here before any of them ran.
 
-    python -m diffattn study [--jobs 2] [--groups text,init,alternatives,retrieval,suite]
+    diffattn study [--jobs 2] [--groups text,init,alternatives,retrieval,suite]
         → outputs/checkpoints/<preset>/<task>/<name>[-seed<S>]/ (not committed), then diffattn.eval.study_summary writes
           outputs/study/summary.json, table.txt and the figures (committed; they name the machine)
-    python -m diffattn study --groups retrieval --retrieval-preset gpu-small --retrieval-steps 300 --out DIR
+    diffattn study --groups retrieval --retrieval-preset gpu-small --retrieval-steps 300 --out DIR
         → the low-floor tasks at gpu-small's width and context, on a GPU (scripts/gpu_check.sh, opt-in)
 
 Four groups of runs, each a question:

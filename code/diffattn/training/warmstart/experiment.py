@@ -1,9 +1,9 @@
 """Lesson 13's warm-start study, declared here (and in lesson 13) before any of it ran.
 
-    python -m diffattn warmstart [--jobs 2]   → outputs/warmstart/summary.json and outputs/figures/13-warmstart.png
+    diffattn warmstart [--jobs 2]   → outputs/warmstart/summary.json and outputs/figures/13-warmstart.png
 
 Question: a baseline has been trained; is it worth converting it to DIFF and training on, rather than training the
-baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim) get what the conversion gets?
+baseline on? And can a LoRA on the query projection (a common claim with no published source) get what the conversion gets?
 
     task       lesson 09's `rebind` (8 keys, 4 rebound, 2 asked; 256 validation examples, 512 queries), the
                low-floor task whose distractor is an earlier binding of the asked key: the in-context noise DIFF
@@ -24,9 +24,9 @@ baseline on? And can a LoRA on the query projection (seed 002's UNVERIFIED claim
                clustered by example, diffattn.core.stats.clustered_difference); over seeds: the t interval of the final
                loss and accuracy differences to the baseline continued (diffattn.core.stats.t_interval)
 
-    python -m diffattn warmstart --lora-lr-check   → outputs/warmstart/lora-lr.json
+    diffattn warmstart --lora-lr-check   → outputs/warmstart/lora-lr.json
 
-    python -m diffattn warmstart --recall   → outputs/warmstart/recall.json and outputs/figures/13-warmstart-recall.png
+    diffattn warmstart --recall   → outputs/warmstart/recall.json and outputs/figures/13-warmstart-recall.png
 
 The recall warm start (RECALL_DESIGN), declared (here and in lesson 13) after lesson 09's sweep found a layout in
 which DIFF V2 learns recall and the matched baselines do not, before any of it ran: the same four arms on that

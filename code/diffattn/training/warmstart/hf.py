@@ -71,7 +71,7 @@ def require_transformers() -> Any:
         import transformers
         from transformers import DiffLlamaForCausalLM, LlamaForCausalLM  # noqa: F401  (both must exist)
     except ImportError:
-        raise ConfigError("this needs transformers (a dev-only extra): pip install transformers") from None
+        raise ConfigError("this needs transformers (a dev-only extra): pip install -e '.[hf]'") from None
     return transformers
 
 

@@ -1,5 +1,5 @@
-"""Lesson 13: the LoRA-only warm start. Seed 002 says (UNVERIFIED) that "a LoRA on the Q projection can approximate
-DIFF"; this is that idea made concrete on a V2 conversion (diffattn.training.warmstart.convert): freeze everything, and train
+"""Lesson 13: the LoRA-only warm start. A common claim, with no published source, is that "a LoRA on the Q projection
+can approximate DIFF"; this is that idea made concrete on a V2 conversion (diffattn.training.warmstart.convert): freeze everything, and train
 only a rank-r update of the *second* query head of every pair plus W_λ,
 
     q_2i   = W_Q,2i x                       frozen: the baseline's head i
