@@ -20,7 +20,7 @@ help:
 	@echo "make grade       grade exercises/ and write results.json (Gradescope format); EX=ex05 for one exercise"
 	@echo "make handout DEST=dir  the student copy, without the solutions (EXERCISES=\"ex01 ex02\": one assignment's)"
 	@echo "make mutation LESSON=NN  mutation-test lesson NN's graded tests (mutmut)"
-	@echo "make test-fast   the inner loop: stdlib track, layers, variants, model, CLI units (about a minute)"
+	@echo "make test-fast   the inner loop: stdlib track, layers, variants, model, CLI units (about half a minute)"
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make site        the course as a static site in build/site/html (lessons, executed notebooks, explorer; offline)"
 	@echo "make browser-deps  Chromium + chromedriver for the browser tests (Debian/Ubuntu, as root; CI runs it)"
@@ -41,8 +41,8 @@ course: $(STAMP)
 test: $(STAMP) browser-deps
 	$(PYTEST) -m "not slow"
 
-# The inner loop (CONTRIBUTING.md, "Layers"): the stdlib track, the layer and registry checks, the model and the command
-# line's unit tests; about a minute on 2 cores, no training, no grader, no browser
+# The inner loop (CONTRIBUTING.md, "The inner loop"): the stdlib track, the layer and registry checks, the model and the
+# command line's unit tests; about half a minute on 2 cores, no training, no grader, no browser
 FAST_TESTS := tests/test_01_softmax.py tests/test_02_diff_attention.py tests/test_03_snr.py tests/test_04_accounting.py \
               tests/test_pure_stdlib_only.py tests/test_layers.py tests/test_variant_registry.py tests/test_05_diff_v1.py \
               tests/test_05_properties.py tests/test_07_model.py tests/test_07_v2_gqa.py tests/test_cli.py \
@@ -86,8 +86,8 @@ grade: $(STAMP)
 # The student copy: exercises/ and the reference solutions replaced by the stubs (tests/grading/stubs/),
 # MANIFEST.sha256 of the tests.
 handout: $(STAMP)
-	@test -n "$(DEST)" || { echo "usage: make handout DEST=dir [EXERCISES=\"ex01 ex02\"]"; exit 2; }
-	$(PY) -m diffattn.grading.handout $(DEST) $(if $(EXERCISES),--exercises $(EXERCISES))
+	@test -n "$(DEST)" || { echo "usage: make handout DEST=dir [EXERCISES=\"ex01 ex02\"] [NO_ANSWERS=1]"; exit 2; }
+	$(PY) -m diffattn.grading.handout $(DEST) $(if $(EXERCISES),--exercises $(EXERCISES)) $(if $(NO_ANSWERS),--no-answers)
 
 # autograder.zip for Gradescope; HIDDEN=dir adds a folder of hidden graded tests; EXERCISES="ex01 ex02" makes it one
 # assignment's (it grades only those).
@@ -112,7 +112,7 @@ train-small: $(STAMP)
 	$(PY) -m diffattn eval suite --preset cpu-small --seeds 3 --samples 16
 	$(PY) -m diffattn course --lessons 08,09,10,11
 
-# A new lesson's five files (diffattn/cli/scaffold.py): NO_EXERCISE=1 for a lesson without exercises.
+# A new lesson's files (diffattn/cli/scaffold.py): NO_EXERCISE=1 for a lesson without exercises.
 new-lesson:
 	@test -n "$(NN)" -a -n "$(SLUG)" || { echo "usage: make new-lesson NN=14 SLUG=roofline [TITLE='Rooflines']"; exit 2; }
 	PYTHONPATH=code $(PYTHON) -m diffattn.cli.scaffold $(NN) $(SLUG) $(if $(TITLE),--title "$(TITLE)") $(if $(NO_EXERCISE),--no-exercise)

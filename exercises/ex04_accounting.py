@@ -47,7 +47,7 @@ def kv_cache_bytes_per_token(variant: str, layers: int, heads: int, head_dim: in
 
     Inputs: as in 04.1 (no hidden), layers ≥ 1, bytes_per_value ≥ 1. Output: an int, exact.
 
-    Worked example (seed 002's exercise: GQA with 8 KV heads and 32 query heads, d 128, 32 layers, bf16):
+    Worked example (a common exercise: GQA with 8 KV heads and 32 query heads, d 128, 32 layers, bf16):
         kv_cache_bytes_per_token("baseline", 32, 32, 128, 8) == 131_072        # 128 KiB per token
         kv_cache_bytes_per_token("diff_v2", 32, 32, 128, 8)  == ?               # your job: compare it with the line above
     """

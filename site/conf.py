@@ -17,9 +17,11 @@ project = "Differential Attention, from stdlib Python to FlashAttention"
 author = "the course's authors"
 root_doc = "README"
 # the pages README and the lessons link to: instructors' and contributors' notes, lesson 13's skill file
-REFERENCE = ["CONTRIBUTING.md", "AGENTS.md", "tests/grading/README.md", "tests/grading/domains.md",
-             "outputs/skill-diff-attention-integrator.md"]
-include_patterns = ["README.md", "lessons/*.md", "notebooks/*.ipynb", *REFERENCE]
+REFERENCE = ["docs/setup.md", "docs/commands.md", "docs/misconceptions.md", "docs/students.md", "docs/instructors.md",
+             "docs/gpu.md", "docs/benchmarks.md", "docs/reference.md", "CONTRIBUTING.md", "AGENTS.md",
+             "tests/grading/README.md", "tests/grading/domains.md", "outputs/skill-diff-attention-integrator.md"]
+include_patterns = ["README.md", "lessons/*.md", "lessons/notes/*.md", "lessons/answers/*.md", "notebooks/*.ipynb",
+                    *REFERENCE]
 exclude_patterns = ["build", ".venv", "**/.ipynb_checkpoints"]
 
 extensions = ["myst_nb"]
@@ -48,6 +50,14 @@ TOCTREE = """
 :caption: Lessons
 :glob:
 lessons/*
+```
+
+```{toctree}
+:hidden:
+:caption: Reproducibility notes and answers
+:glob:
+lessons/notes/*
+lessons/answers/*
 ```
 
 ```{toctree}

@@ -92,7 +92,7 @@ class Implementation:
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self._overrides and name not in self._paths:
-            raise AttributeError(f"no adapter for {name!r}: add it to tests/adapters.py")
+            raise AttributeError(f"no adapter for {name!r}: add it to the rubric, diffattn/grading/rubric.py")
         if name not in self._resolved:
             self._resolved[name] = self._overrides.get(name) or resolve(self._paths[name])
         function, promise, after_call = self._resolved[name], RETURNS.get(name), self._after_call

@@ -255,7 +255,7 @@ def test_half_mass_size_is_where_the_irrelevant_tokens_take_over(results):
         assert lesson.irrelevant_mass([margin] + [0.0] * (n - 2)) <= 0.5
 
 
-def test_seed_002_arithmetic(results):
+def test_the_claimed_12_percent_arithmetic(results):
     e = results["seed002"]
     assert e["irrelevant_tokens"] == 127_999
     assert math.isclose(e["claimed_total"], 1.27999, rel_tol=1e-12) and e["claimed_total"] > 1.0

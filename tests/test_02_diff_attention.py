@@ -357,7 +357,7 @@ def results():
 
 @settings(derandomize=True, max_examples=60, deadline=None)
 @given(seeds, small, st.floats(-3.0, 3.0))
-def test_seed_003_formula_is_always_a_plain_distribution(seed, n, lam):
+def test_the_logit_difference_is_always_a_plain_distribution(seed, n, lam):
     """softmax(z1 − λ·z2) is one softmax: rows sum to 1 and nothing is negative, for every λ and input."""
     q1, k1, q2, k2, _ = draw(seed, n, n, 3, 1)
     for row in logit_difference_weights(q1, k1, q2, k2, lam, causal=True):

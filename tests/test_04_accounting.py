@@ -175,8 +175,8 @@ def cache_of(variant, layers, heads, d, kv=None, bytes_per_value=None):
 
 
 @pytest.mark.grade("04.2", points=1)
-def test_seed_exercise_gqa_v2_cache_equals_gqa_baseline(impl):
-    """Seed 002: GQA + V2 with 8 KV heads and 32 query heads: the KV cache equals the (8, 32) baseline's."""
+def test_gqa_v2_cache_equals_gqa_baseline(impl):
+    """A common exercise: GQA + V2 with 8 KV heads and 32 query heads: the KV cache equals the (8, 32) baseline's."""
     baseline = impl.kv_cache_bytes_per_token("baseline", 32, 32, 128, 8)
     assert baseline == 131_072, (f"{cache_of('baseline', 32, 32, 128, 8)}: {counted(baseline, 131_072)}; "
                                  f"32 layers × 2 (K, V) × 8 heads × 128 × 2 bytes")
@@ -395,7 +395,7 @@ def test_table_agrees_with_the_functions_and_is_json():
     assert "58,851,328" in text and "+16,908,288" in text and "128.0 KiB" in text and "1.50×" in text
 
 
-def test_seed002_reconstruction_gives_its_8_4m_and_the_truth_is_16_9m():
+def test_the_public_scripts_8_4m_is_rebuilt_and_the_truth_is_16_9m():
     seed = lesson.run()["seed002"]
     assert seed["v2_extra"] == 8_404_992 and f"{seed['v2_extra'] / 1e6:.1f}M" == "8.4M"
     assert seed["official_v2_extra_vs_gqa8"] == 16_908_288 == 4096**2 + 4096 * 32

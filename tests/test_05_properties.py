@@ -182,7 +182,7 @@ def test_gradcheck_fp64(name):
 
 # ---- lesson 05's numbers ------------------------------------------------------------------------------------------
 
-def test_seed_000_example_is_reproduced():
+def test_the_six_token_example_is_reproduced():
     from diffattn.lessons.lesson05_diff_v1_torch import seed_example
 
     s = seed_example()

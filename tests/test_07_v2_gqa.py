@@ -1,4 +1,4 @@
-"""Exercise 07.1 (graded): DIFF V2 with GQA, the seed-002 exercise "8 KV heads, 32 heads".
+"""Exercise 07.1 (graded): DIFF V2 with GQA, the common exercise "8 KV heads, 32 heads".
 
 32 output heads means 2h = 64 query heads over h_kv = 8 KV heads (GQA groups of 8 query heads). The tests check:
 the group map, that pairs (2i, 2i+1) never straddle a group, the output against an independent float64 reference

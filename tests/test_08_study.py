@@ -12,13 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("scipy")
 
-from diffattn import config
+from diffattn import config  # noqa: E402
 from diffattn.training import study_runs as study  # noqa: E402
 from diffattn.training.ablation import run_name  # noqa: E402
 from diffattn.config import INIT_STD, GPTConfig, build_configs, default_out  # noqa: E402
 from diffattn.core.errors import ConfigError  # noqa: E402
 from diffattn.cli import study_command  # noqa: E402
-from diffattn.eval import study_summary as report  # noqa: E402
 from diffattn.eval.init_scale import branch_rms  # noqa: E402
 from diffattn.model.gpt import GPT  # noqa: E402
 from diffattn.nn.functional import lambda_init as schedule  # noqa: E402

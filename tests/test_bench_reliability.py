@@ -193,7 +193,8 @@ def test_both_reports_open_with_the_warning_only_when_unreliable():
 def quoted_runs() -> list[str]:
     """Every folder under outputs/bench/ whose name a lesson, a lesson module, the planner or the README contains."""
     texts = [p.read_text(encoding="utf-8") for pattern in ("lessons/*.md", "code/diffattn/lessons/*.py",
-                                                           "code/diffattn/plan/*.py", "README.md")
+                                                           "code/diffattn/plan/*.py", "README.md", "docs/*.md",
+                                                           "lessons/notes/*.md")
              for p in ROOT.glob(pattern)]
     return sorted(d.name for d in BENCH.iterdir() if d.is_dir() and any(d.name in text for text in texts))
 

@@ -1,6 +1,6 @@
 """The command line on bad input: one line `error: <constraint>` on stderr, nothing on stdout, exit code 2, no traceback.
 
-Every case runs `diffattn ...` in a subprocess with only PYTHONPATH=code set, exactly as a learner would,
+Every case runs `python -m diffattn ...` (what `diffattn` runs) in a subprocess with only PYTHONPATH=code set,
 for each stdlib command (accounting, lesson, course, lessons). Library calls must raise ConfigError (a ValueError)
 carrying the same message the CLI prints.
 """

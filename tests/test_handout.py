@@ -191,3 +191,23 @@ def test_each_exercise_has_one_canonical_stub_and_exercises_is_a_copy_of_it(modu
     if all(fn in mine and raises_not_implemented(mine[fn]) for fn in functions):
         assert working.read_bytes() == stub.read_bytes(), f"exercises/{module}.py differs from {STUBS}/{module}.py: " \
                                                           f"edit the stub (the handout ships it), then copy it"
+
+
+def test_an_instructor_can_keep_the_answers(tmp_path):
+    """`make handout NO_ANSWERS=1`: lessons/answers/ stays with the instructor and the lessons' links to it become
+    words, so no link in the handout points at a missing file; by default the answers ship."""
+    from diffattn.grading.handout import build_from_head
+
+    checkout = clone(tmp_path)
+    (checkout / "lessons" / "answers").mkdir(exist_ok=True)
+    (checkout / "lessons" / "answers" / "01.md").write_text("# 01 · answers\n\n1. Because.\n")
+    lesson = next((checkout / "lessons").glob("01-*.md"))
+    lesson.write_text(lesson.read_text() + "\nAnswers: [answers/01.md](answers/01.md).\n")
+    subprocess.run(["git", "-C", str(checkout), "add", "lessons"], check=True, timeout=60)
+    commit(checkout, "answers for lesson 01")
+    kept, shipped = tmp_path / "kept", tmp_path / "shipped"
+    build_from_head(checkout, kept, answers=False)
+    build_from_head(checkout, shipped)
+    assert not (kept / "lessons" / "answers").exists() and (shipped / "lessons" / "answers" / "01.md").is_file()
+    text = next((kept / "lessons").glob("01-*.md")).read_text()
+    assert "(answers/01.md)" not in text and "answers (from your instructor)" in text

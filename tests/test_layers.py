@@ -13,8 +13,8 @@ CODE = Path(__file__).resolve().parents[1] / "code"
 # The one layer table (CONTRIBUTING.md, "Layers", shows it; test_contributing_shows_this_table checks the copy).
 # layer: (its packages under diffattn/, the layers it may import besides itself, what it holds)
 LAYERS = {
-    "core": ({"core"}, set(), "errors, paths, names, numbers.json, statistics, progress, figures; stdlib only "
-                              "(matplotlib imported lazily)"),
+    "core": ({"core"}, set(), "errors, paths, names, numbers.json, statistics, progress, figures; the standard "
+                              "library at import (numpy, scipy, matplotlib inside functions)"),
     "pure": ({"pure"}, {"core"}, "the stdlib track and the variant registry; `tests/test_pure_stdlib_only.py` blocks "
                                  "third-party imports"),
     "config": ({"config"}, {"core", "pure"}, "GPTConfig, TrainConfig, presets; no torch"),

@@ -16,14 +16,17 @@ import pytest
 
 from diffattn import lessons as experiments
 from diffattn.cli import render_output
+from diffattn.cli.lessons_command import quoting_files
 from diffattn.lessons.quotes import block_diff, check_text, format_like, sync_text, tagged_keys
 from diffattn.core.numberkinds import disagreements, edge_cases
 from diffattn.core.results import load_numbers, numbers_path
+from tests.test_lesson_text import REWRITTEN
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted(p for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if not p.name.startswith("00"))
-SECTIONS = ["What you will learn", "The problem", "The math", "Build it", "Run it", "Exercises", "Key terms",
-            "Further reading"]
+SECTIONS = ["What you will learn", "The problem", "The math", "Build it", "Run it", "Check yourself", "Exercises",
+            "Key terms", "Further reading", "You can now"]
+OLDER = [s for s in SECTIONS if s not in ("Check yourself", "You can now")]  # a lesson not yet rewritten
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
 
 
@@ -39,22 +42,27 @@ def test_every_registered_lesson_has_a_lesson_file():
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_follows_the_template(path: Path):
+    sections = SECTIONS if path.name[:2] in REWRITTEN else OLDER
     headings = [line[3:].strip() for line in path.read_text().splitlines() if line.startswith("## ")]
-    found = [s for s in SECTIONS if any(h.startswith(s) for h in headings)]
-    assert found == SECTIONS, f"{path.name}: missing or out of order: {[s for s in SECTIONS if s not in found]}"
-    order = [next(i for i, h in enumerate(headings) if h.startswith(s)) for s in SECTIONS]
+    found = [s for s in sections if any(h.startswith(s) for h in headings)]
+    assert found == sections, f"{path.name}: missing or out of order: {[s for s in sections if s not in found]}"
+    order = [next(i for i, h in enumerate(headings) if h.startswith(s)) for s in sections]
     assert order == sorted(order), f"{path.name}: template sections out of order"
     assert path.read_text().startswith(f"# {path.name[:2]} "), f"{path.name}: the title must start with '# {path.name[:2]} '"
 
 
-@pytest.mark.parametrize("path", LESSONS + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"], ids=lambda p: p.name)
+LINKED = [*LESSONS, *sorted(ROOT.glob("lessons/*/[0-9][0-9].md")), *sorted(ROOT.glob("docs/*.md")), ROOT / "README.md",
+          ROOT / "CONTRIBUTING.md"]
+
+
+@pytest.mark.parametrize("path", LINKED, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(path: Path):
     prose = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)  # templates inside code fences are not links
     missing = [target for target in LINK.findall(prose) if not (path.parent / target).exists()]
     assert not missing, f"{path.name} links to missing files: {missing}"
 
 
-@pytest.mark.parametrize("path", LESSONS + [ROOT / "README.md", *ROOT.glob("lessons/00-*.md")], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", quoting_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_lesson_numbers_match_outputs(path: Path, numbers):
     problems = check_text(path, path.read_text(), numbers, render_output, experiments.number_kinds)
     assert not problems, "\n".join(map(str, problems)) + "\n(run `make course`, review, then `make lessons-sync`)"
@@ -63,7 +71,7 @@ def test_lesson_numbers_match_outputs(path: Path, numbers):
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_quotes_its_own_numbers(path: Path):
     """A lesson with an experiment quotes at least one of its numbers and shows its command's output."""
-    source = path.read_text()
+    source = (ROOT / "lessons" / "src" / path.name).read_text()
     number = path.name[:2]
     if number not in experiments.LESSONS:
         pytest.skip("no experiment module for this lesson")
@@ -135,3 +143,22 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()
           if line.strip() and not line.startswith(("#", "set ", "cd "))]
     assert ci == [test_command]
+
+
+def test_the_clean_lessons_are_their_sources_without_tags():
+    """lessons/ and docs/ are what a reader opens: the tagged sources under src/ with the tags taken out, never stale."""
+    from diffattn.lessons import clean
+
+    assert clean.sources(ROOT), "no tagged sources under lessons/src/ or docs/src/"
+    assert not clean.stale(ROOT), f"stale renderings (run `make lessons-sync`): {clean.stale(ROOT)}"
+    for source in clean.sources(ROOT):
+        text = clean.rendered(source).read_text()
+        assert "<!--n " not in text and "<!-- output:" not in text and "<!-- source:" not in text, source.name
+
+
+def test_the_clean_text_keeps_every_number_and_drops_only_markers():
+    from diffattn.lessons.clean import clean
+
+    tagged = ("DIFF trains 5.6%<!--n 06.a--> slower, 1,024<!--n 03.b--> tokens\n"
+              "<!-- output: lesson 03 -->\n```text\nout\n```\n<!-- source: code/x.py:f -->\n```python\nx\n```\n")
+    assert clean(tagged) == "DIFF trains 5.6% slower, 1,024 tokens\n```text\nout\n```\n```python\nx\n```\n"

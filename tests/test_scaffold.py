@@ -26,9 +26,10 @@ def test_new_lesson_files_meet_the_course_checks(tmp_path):
     done = scaffold_in(tmp_path, "14", "real-models", "--title", "Rooflines")
     assert done.returncode == 0, done.stderr
     made = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
-    assert made == {"lessons/14-real-models.md", "notebooks/14-real-models.ipynb",
+    assert made == {"lessons/src/14-real-models.md", "lessons/14-real-models.md", "notebooks/14-real-models.ipynb",
                     "code/diffattn/lessons/lesson14_real_models.py", "exercises/ex14_real_models.py",
-                    "tests/test_14_real_models.py"}
+                    "tests/test_14_real_models.py", "lessons/src/notes/14.md", "lessons/src/answers/14.md",
+                    "lessons/notes/14.md", "lessons/answers/14.md"}
     headings = [line[3:] for line in (tmp_path / "lessons/14-real-models.md").read_text().splitlines()
                 if line.startswith("## ")]
     assert headings == list(scaffold.SECTIONS)  # tests/test_lessons.py's order

@@ -1,9 +1,10 @@
 """Lessons 07-08: what fixes a model (GPTConfig), how it is trained (TrainConfig), and the presets, built without torch.
 
-    GPTConfig        a model's shape and attention kind; `matched_configs` gives lesson 07's four matched variants
+    GPTConfig        a model's shape and attention kind; `matched_configs` gives lesson 07's matched variants
     TrainConfig      steps, batch, schedule, task, device: everything about a run but the model
     PRESETS          cpu-tiny, cpu-small, gpu-small: a baseline shape and a budget each
     build_configs    preset + variant + command-line overrides -> (GPTConfig, TrainConfig), every value validated
+    matched          a preset and its overrides resolved once (Matched): every run of a comparison built from it
     run_config       the {"preset", "model", "train", "task"} record every checkpoint stores
 
 Free of torch so that the command line's --help, its error messages and the stdlib track never import it.
@@ -117,12 +118,17 @@ class GPTConfig:
 
 
 def matched_configs(base: GPTConfig) -> dict[str, GPTConfig]:
-    """The models lesson 07 compares, one per registered variant, all built around one baseline (h_base heads of d,
-    h_kv KV heads): a kind as it is, a derived variant with its kind's attention and its heads multiplied (`baseline_2h`,
-    the same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads)."""
-    return {name: replace(base, attention=spec.kind_name, n_head=base.n_head * spec.heads_factor,
-                          n_kv_head=base.n_kv_head * spec.kv_factor)
-            for name, spec in ((name, variants.get(name)) for name in VARIANTS)}
+    """The models lesson 07 compares, one per registered variant that fits the baseline (h_base heads of d, h_kv KV
+    heads): a kind as it is, a derived variant with its kind's attention and its heads multiplied (`baseline_2h`, the
+    same-query-width baseline for V2: 2·h_base query heads of d over the same KV heads)."""
+    return {name: matched_config(base, name) for name in VARIANTS if variants.fits(name, base.n_head, base.n_kv_head)}
+
+
+def matched_config(base: GPTConfig, variant: str) -> GPTConfig:
+    """One of `matched_configs`: the variant's kind, with its heads multiplied (every value checked)."""
+    spec = variants.get(variant)
+    return replace(base, attention=spec.kind_name, n_head=base.n_head * spec.heads_factor,
+                   n_kv_head=base.n_kv_head * spec.kv_factor)
 
 def accounting_model(model: GPTConfig, variant: str) -> accounting.ModelConfig:
     """Lesson 04's description of the baseline that `variant`'s model was built from (`matched_configs`): a derived
@@ -201,7 +207,7 @@ def build_configs(preset: str, variant: str, lambda_init: float | None = None,
     train = dataclasses.replace(p.train, variant=variant,
                                 **{k: v for k, v in overrides.items() if v is not None})
     check_train_config(train)
-    model = dataclasses.replace(matched_configs(p.model)[variant], lambda_init=lambda_init)  # checks lambda_init
+    model = dataclasses.replace(matched_config(p.model, variant), lambda_init=lambda_init)  # checks lambda_init
     require(train.seq_len <= model.max_seq_len,
             f"--seq-len {train.seq_len} is longer than the model supports (max_seq_len {model.max_seq_len} "
             f"in preset {preset})")
@@ -221,7 +227,7 @@ class Matched:
 
     def configs(self, variant: str, seed: int | None = None,
                 lambda_init: float | None = None) -> tuple[GPTConfig, TrainConfig]:
-        model = dataclasses.replace(matched_configs(self.model)[variant], lambda_init=lambda_init)
+        model = dataclasses.replace(matched_config(self.model, variant), lambda_init=lambda_init)
         return model, dataclasses.replace(self.train, variant=variant, **({} if seed is None else {"seed": seed}))
 
 

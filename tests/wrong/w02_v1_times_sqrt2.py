@@ -1,4 +1,4 @@
-"""DIFF V1 output multiplied by √2 "to compensate the gradient", as seed 003 recommends.
+"""DIFF V1 output multiplied by √2 "to compensate the gradient", as a widely shared explanation recommends.
 
 No √2 appears in the official code: V1 rescales by the constant (1 − λ_init) after a per-head RMSNorm, and at
 initialisation subtracting the maps shrinks the output by (1 − λ), not by 1/√2. The head output is (A1 − λA2) v.

@@ -1,4 +1,4 @@
-"""03.3 mistake (seed 003's formula): the λ sweep subtracts logits before one softmax, softmax(z1 − λ·z2).
+"""03.3 mistake (a common misreading): the λ sweep subtracts logits before one softmax, softmax(z1 − λ·z2).
 
 That row is a probability distribution (non-negative, sums to 1), not A1 − λ·A2; it agrees with DIFF only at λ = 0.
 """

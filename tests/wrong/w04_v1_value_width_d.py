@@ -1,4 +1,4 @@
-"""Seed 002's V1 "halves the value cache per head": V1 values cached d wide instead of 2d."""
+"""A common claim, V1 "halves the value cache per head": V1 values cached d wide instead of 2d."""
 
 from diffattn.pure import accounting
 

@@ -1,4 +1,4 @@
-"""Seed 002's V2: W_O widened to 2h·d → D as in a 2h-head Transformer (the official o_proj reads h·d)."""
+"""A common picture of V2: W_O widened to 2h·d → D as in a 2h-head Transformer (the official o_proj reads h·d)."""
 
 from diffattn.pure import accounting
 

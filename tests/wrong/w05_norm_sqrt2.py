@@ -1,4 +1,4 @@
-"""Seed 003's gradient compensation: per-head RMSNorm, then × √2 instead of × (1 − λ_init)."""
+"""The "gradient compensation" of a widely shared explanation: per-head RMSNorm, then × √2 instead of × (1 − λ_init)."""
 
 import math
 

@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
 
 def ablation(args: argparse.Namespace) -> int:
     """`compare --lambda-init SETTINGS`: DIFF V1 once per setting and seed."""
+    require_torch(NAME)
     from diffattn.training import ablation as study
 
     settings = study.parse_settings(args.lambda_init)
     m = matched(args.preset, task=args.task, steps=args.steps)  # bad input fails before any training
-    require_torch(NAME)
     from diffattn.training.compare import save_results
 
     out = args.out or outputs_dir() / "compare" / f"{args.preset}-{args.task}-lambda-init"

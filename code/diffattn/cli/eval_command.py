@@ -18,6 +18,7 @@ coefficient outside (0, 1), a baseline given to lambda-sweep) is one `error:` li
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +53,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def options(args: argparse.Namespace) -> kinds.EvalOptions:
+    """The options, resolved once: nothing below reads `args`."""
+    return kinds.EvalOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(kinds.EvalOptions)})
+
+
 def run(args: argparse.Namespace) -> int:
     require_torch(NAME)
     from diffattn.training.checkpoint import load_model
     from diffattn.core.results import write_json_atomic
 
     if args.kind == "suite":
-        return kinds.suite(args)
+        return kinds.suite(options(args))
     require(args.ckpt is not None, f"eval {args.kind} needs --ckpt DIR")
     model, config = load_model(args.ckpt)
-    results = kinds.evaluate(args.kind, model, config, args)
+    results = kinds.evaluate(args.kind, model, config, options(args))
     print(f"{args.kind} on {args.ckpt} ({model.config.attention}):")
     print(kinds.summary(args.kind, results))
     if args.json:

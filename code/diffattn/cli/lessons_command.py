@@ -1,5 +1,6 @@
-"""`diffattn lessons check|sync`: check or rewrite the numbers and command outputs quoted in lessons/*.md and
-README.md (diffattn.lessons.quotes). An output block is rebuilt by running its command through the command line
+"""`diffattn lessons check|sync`: check or rewrite the numbers, command outputs and code quoted in the tagged sources
+(lessons/src/, docs/src/; diffattn.lessons.quotes) and README.md, and render the sources to the clean lessons/ and docs/
+(diffattn.lessons.clean). An output block is rebuilt by running its command through the command line
 itself, which the dispatcher hands over as `args.main` (so this module need not import it)."""
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def renderer(main: Callable[[list[str]], int]) -> Callable[[str], str]:
 
 
 def quoting_files() -> list[Path]:
-    """Every markdown file that may quote outputs: the lessons and the README."""
-    readme = lessons_dir().parent / "README.md"
-    return sorted(lessons_dir().glob("*.md")) + ([readme] if readme.exists() else [])
+    """Every markdown file that may quote outputs: the tagged sources of the lessons, their notes and answers and of
+    docs/ (diffattn.lessons.clean renders them without tags), and the README."""
+    from diffattn.lessons import clean
+
+    root = lessons_dir().parent
+    return clean.sources(root) + [root / "README.md"] * (root / "README.md").exists()
 
 
 def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> list:
@@ -61,6 +65,10 @@ def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> li
             problems += check_text(path, path.read_text(), numbers, render, lessons.number_kinds)
         except ConfigError as exc:  # e.g. a torch lesson's output block on a stdlib-only Python
             print(f"skipped {path.name}: {exc}", file=sys.stderr)
+    from diffattn.lessons import clean
+
+    problems += [f"{name}: differs from its tagged source under src/ (`make lessons-sync` renders it)"
+                 for name in clean.stale(lessons_dir().parent) if wanted is None or Path(name).name[:2] in wanted]
     return problems
 
 
@@ -74,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             print(p)
         print(f"{len(problems)} mismatch(es)")
         return 1 if problems else 0
+    from diffattn.lessons import clean
+
     numbers, render = load_numbers(), renderer(args.main)
     for path in quoting_files():
         source = path.read_text()
@@ -81,4 +91,6 @@ def run(args: argparse.Namespace) -> int:
         if updated != source:
             path.write_text(updated)
             print(f"updated {path}")
+    for path in clean.render_all(lessons_dir().parent):
+        print(f"rendered {path}")
     return 0

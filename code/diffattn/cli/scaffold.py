@@ -1,10 +1,12 @@
-"""`make new-lesson NN=14 SLUG=roofline`: the five files a new lesson is written in, from the course's templates.
+"""`make new-lesson NN=14 SLUG=roofline`: the files a new lesson is written in, from the course's templates.
 
-    lessons/NN-slug.md                          the text, with CONTRIBUTING.md's sections in order
+    lessons/src/NN-slug.md                      the text, with CONTRIBUTING.md's sections in order (rendered to
+                                                lessons/NN-slug.md without its number tags)
     notebooks/NN-slug.ipynb                     committed without outputs; its first cell finds code/
     code/diffattn/lessons/lessonNN_slug.py      TITLE, run, report, figures (found by its file name)
     exercises/exNN_slug.py                      one stub, if the lesson has exercises (--no-exercise: none)
     tests/test_NN_slug.py                       the lesson's tests
+    lessons/src/notes/NN.md, src/answers/NN.md  its reproducibility notes and the answers to "Check yourself"
 
 It refuses to overwrite anything. What it cannot write for you is listed when it finishes: the exercise's lines in
 the rubric (code/diffattn/grading/rubric.py), its stub's copy in tests/grading/stubs/, a known-wrong implementation in
@@ -22,17 +24,20 @@ from pathlib import Path
 
 from diffattn.core.errors import ConfigError, require
 from diffattn.core.paths import repo_root
+from diffattn.lessons import clean
 
-SECTIONS = ("What you will learn", "The problem", "The math", "Build it", "Run it", "Exercises", "Key terms",
-            "Further reading")
+SECTIONS = ("What you will learn", "The problem", "The math", "Build it", "Run it", "Check yourself", "Exercises",
+            "Key terms", "Further reading", "You can now")
 
 
 def paths(number: str, slug: str, exercise: bool) -> dict[str, Path]:
     root = repo_root()
-    found = {"lesson": root / "lessons" / f"{number}-{slug}.md",
+    found = {"lesson": root / "lessons" / "src" / f"{number}-{slug}.md",
              "notebook": root / "notebooks" / f"{number}-{slug}.ipynb",
              "experiment": root / "code" / "diffattn" / "lessons" / f"lesson{number}_{slug.replace('-', '_')}.py",
-             "test": root / "tests" / f"test_{number}_{slug.replace('-', '_')}.py"}
+             "test": root / "tests" / f"test_{number}_{slug.replace('-', '_')}.py",
+             "notes": root / "lessons" / "src" / "notes" / f"{number}.md",
+             "answers": root / "lessons" / "src" / "answers" / f"{number}.md"}
     if exercise:
         found["exercise"] = root / "exercises" / f"ex{number}_{slug.replace('-', '_')}.py"
     return found
@@ -44,13 +49,25 @@ def lesson_text(number: str, slug: str, title: str, files: dict[str, Path]) -> s
               f"**Track:** torch · **Time:** ~45 min · **Prerequisites:** lesson {int(number) - 1:02d}",
               f"**Notebook:** [notebooks/{number}-{slug}.ipynb](../notebooks/{number}-{slug}.ipynb) · "
               f"**Code:** `diffattn.lessons.{module}` · **Tests:** "
-              f"[tests/{files['test'].name}](../tests/{files['test'].name})", ""]
+              f"[tests/{files['test'].name}](../tests/{files['test'].name}) · **Notes:** "
+              f"[reproducibility](notes/{number}.md) · **Answers:** [answers/{number}.md](answers/{number}.md)", ""]
     body = []
     for section in SECTIONS:
         body += [f"## {section}", ""]
         if section == "Run it":
             body += ["```bash", f"diffattn lesson {number}", "```", ""]
+        if section == "Check yourself":
+            body += ["1. A question whose answer is in the text above.", ""]
     return "\n".join(header + body)
+
+
+def notes_text(number: str, title: str) -> str:
+    return (f"# {number} · {title}: reproducibility notes\n\nHow each number of the lesson was produced: the machine, "
+            f"the kernel path, the seeds, the tolerance it may move by on another CPU.\n")
+
+
+def answers_text(number: str, title: str) -> str:
+    return f"# {number} · {title}: answers\n\n1. The answer, and why.\n"
 
 
 def notebook(number: str, slug: str, title: str) -> str:
@@ -126,12 +143,14 @@ def scaffold(number: str, slug: str, title: str, exercise: bool = True) -> dict[
     taken = [str(p.relative_to(repo_root())) for p in files.values() if p.exists()]
     require(not taken, f"refusing to overwrite {', '.join(taken)}")
     texts = {"lesson": lesson_text(number, slug, title, files), "notebook": notebook(number, slug, title),
-             "experiment": experiment(number, title), "test": test_file(number, files["experiment"].stem)}
+             "experiment": experiment(number, title), "test": test_file(number, files["experiment"].stem),
+             "notes": notes_text(number, title), "answers": answers_text(number, title)}
     if exercise:
         texts["exercise"] = exercise_stub(number, title)
     for kind, path in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(texts[kind])
+    clean.render_all(repo_root())  # the lesson, its notes and answers as a reader opens them (lessons/, no tags)
     return files
 
 

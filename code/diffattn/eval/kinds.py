@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
+from pathlib import Path
 
 from diffattn.core.errors import ConfigError, require
 from diffattn.pure.variants import EVALUATED
@@ -24,6 +25,25 @@ DEFAULT_VALUES = {"scale": "0,0.5,1,1.5,2", "fixed": None, "offset": "-4,-2,0,2,
 FIXED = {"per_layer": "0,0.2,0.4,0.6,0.8,1.0", "gate": "0.1,0.3,0.5,0.7,0.9"}  # by the variant's λ kind
 
 
+@dataclass(frozen=True)
+class EvalOptions:
+    """What `diffattn eval` was asked for, as the command line gives it (lists stay comma-separated text until
+    `evaluate` parses and checks them, naming the option in its error)."""
+
+    lengths: str | None = None  # context lengths; None: max_seq_len / 2 and max_seq_len
+    samples: int = 8  # examples per (layout, length, depth) cell
+    seed: int = 0  # the evaluation examples' seed
+    bits: str = "16,8,6,4"  # quantize
+    mode: str | None = None  # lambda-sweep; None: the variant's first mode
+    values: str | None = None  # lambda-sweep; None: the mode's defaults
+    preset: str | None = None  # suite
+    out: Path | None = None  # suite
+    steps: int | None = None  # suite: training steps of missing checkpoints
+    warmup_steps: int | None = None  # suite
+    compile: bool | None = None  # suite
+    seeds: int = 1  # suite
+
+
 def _numbers(text: str, kind=float, flag: str = "") -> list:
     try:
         values = [kind(v) for v in text.split(",") if v.strip()]
@@ -33,36 +53,36 @@ def _numbers(text: str, kind=float, flag: str = "") -> list:
     return values
 
 
-def evaluate(kind: str, model, config: dict, args: argparse.Namespace) -> dict:
+def evaluate(kind: str, model, config: dict, opts: EvalOptions) -> dict:
     from diffattn.data import make_task
     from diffattn.eval import allocation, lambda_sweep, outliers, quantize, needle_accuracy as retrieval
 
     longest = model.config.max_seq_len
-    lengths = _numbers(args.lengths, int, "--lengths") if args.lengths else sorted({longest // 2, longest})
+    lengths = _numbers(opts.lengths, int, "--lengths") if opts.lengths else sorted({longest // 2, longest})
     retrieval.check_lengths(model, lengths)
-    require(args.samples > 0, f"--samples must be > 0 (got {args.samples})")
+    require(opts.samples > 0, f"--samples must be > 0 (got {opts.samples})")
     variant = model.config.attention
     if kind == "retrieval":
-        return retrieval.table2(model, lengths, args.samples, args.seed, progress=True)
+        return retrieval.table2(model, lengths, opts.samples, opts.seed, progress=True)
     if kind == "allocation":
-        return allocation.allocation(model, max(lengths), args.samples, args.seed)
+        return allocation.allocation(model, max(lengths), opts.samples, opts.seed)
     if kind == "outliers":
         task = make_task(config["task"]["name"], longest, config["task"].get("data"), config["task"].get("options"))
         sequences = outliers.sequences_within_budget(model, longest, wanted=16)  # 16 on CPU presets, 1 on gpu-small
         return outliers.outliers(model, task.validation(sequences, longest)[0])
     if kind == "quantize":
-        bits = _numbers(args.bits, int, "--bits")
+        bits = _numbers(opts.bits, int, "--bits")
         quantize.check_bits(bits)
-        return quantize.quantized_retrieval(model, bits, lengths, args.samples, args.seed, progress=True)
-    lambda_kind = variants.get(variant).lambda_kind
+        return quantize.quantized_retrieval(model, bits, lengths, opts.samples, opts.seed, progress=True)
+    lambda_kind = variants.get(variant).base.lambda_kind
     require(lambda_kind in lambda_sweep.MODES, f"lambda-sweep needs a DIFF checkpoint (this one is {variant})")
     allowed = lambda_sweep.modes(variant)
-    mode = args.mode or allowed[0]
+    mode = opts.mode or allowed[0]
     require(mode in allowed, f"--mode for {variant} is one of {', '.join(allowed)}")
-    values = _numbers(args.values or DEFAULT_VALUES[mode] or FIXED[lambda_kind], float, "--values")
+    values = _numbers(opts.values or DEFAULT_VALUES[mode] or FIXED[lambda_kind], float, "--values")
     for value in values:
         lambda_sweep.check_value(variant, value, mode)
-    return sweep(model, values, mode, max(lengths), args.samples, args.seed)
+    return sweep(model, values, mode, max(lengths), opts.samples, opts.seed)
 
 
 def sweep(model, values, mode: str, length: int, samples: int, seed: int) -> dict:
@@ -124,7 +144,7 @@ def many_needles(table: dict) -> dict:
     return table["many_needles"]
 
 
-def suite(args: argparse.Namespace) -> int:
+def suite(opts: EvalOptions) -> int:
     """Per seed and variant: train the needles checkpoint when missing, evaluate it, write its JSON and summary.json
     (so a time limit keeps every variant that finished; `complete` says whether all did). A variant whose training
     or evaluation raises (a compile failure, out of memory) is listed under "failed" and the others go on."""
@@ -138,12 +158,12 @@ def suite(args: argparse.Namespace) -> int:
     from diffattn.training.runs import ensure_checkpoints
     from diffattn.training.loop import TrainingDiverged
 
-    require(args.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
-    require(args.seeds > 0, f"--seeds must be > 0 (got {args.seeds})")
-    out = args.out or outputs_dir() / "eval" / args.preset
-    device = "cuda" if args.preset.startswith("gpu") else "cpu"
-    settings = {key: value for key, value in (("steps", args.steps), ("warmup_steps", args.warmup_steps),
-                                              ("compile", args.compile)) if value is not None}
+    require(opts.preset is not None, "eval suite needs --preset (e.g. cpu-small)")
+    require(opts.seeds > 0, f"--seeds must be > 0 (got {opts.seeds})")
+    out = opts.out or outputs_dir() / "eval" / opts.preset
+    device = "cuda" if opts.preset.startswith("gpu") else "cpu"
+    settings = {key: value for key, value in (("steps", opts.steps), ("warmup_steps", opts.warmup_steps),
+                                              ("compile", opts.compile)) if value is not None}
     started = time.perf_counter()
     runs: dict[str, list[dict]] = {variant: [] for variant in SUITE_VARIANTS}
     failed: dict[str, str] = {}
@@ -153,23 +173,23 @@ def suite(args: argparse.Namespace) -> int:
                                                   mean_std(x["many_needles"]["accuracy"] for x in r)))}
                   for variant, r in runs.items() if r}
         write_json_atomic(out / "summary.json", {
-            "preset": args.preset, "seeds": args.seeds, "samples_per_cell": args.samples, "eval_seed": args.seed,
+            "preset": opts.preset, "seeds": opts.seeds, "samples_per_cell": opts.samples, "eval_seed": opts.seed,
             "many_needles_layouts": list(MANY_NEEDLES), "variants": spread, **({"settings": settings} if settings else {}),
             **({"failed": failed} if failed else {}), "complete": complete,
             "wall_s": time.perf_counter() - started, "machine": machine()})
         return spread
 
     try:
-        for seed in range(args.seeds):
+        for seed in range(opts.seeds):
             for variant in SUITE_VARIANTS:
                 try:
-                    directory = ensure_checkpoints(args.preset, "needles", (variant,), progress=True, seed=seed,
+                    directory = ensure_checkpoints(opts.preset, "needles", (variant,), progress=True, seed=seed,
                                                    settings=settings)[variant]
                     model, config = load_model(directory, device)
-                    with_lambda = KINDS if variants.get(variant).lambda_kind else KINDS[:-1]  # lambda-sweep needs a λ
+                    with_lambda = KINDS if variants.get(variant).base.lambda_kind else KINDS[:-1]  # lambda-sweep needs a λ
                     kinds = ("retrieval",) if seed else with_lambda
                     for kind in kinds:
-                        results = evaluate(kind, model, config, args)
+                        results = evaluate(kind, model, config, opts)
                         print(f"{kind} on {directory} ({variant}):\n{summary(kind, results)}")
                         where = out / variant if seed == 0 else out / variant / f"seed{seed}"
                         write_json_atomic(where / f"{kind.replace('-', '_')}.json", results)

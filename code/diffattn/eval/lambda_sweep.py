@@ -34,14 +34,14 @@ TRAINED = {"fixed": None, "scale": 1.0, "offset": 0.0}  # the value of each mode
 
 def modes(variant: str) -> tuple[str, ...]:
     """The λ settings lambda-sweep can apply to `variant`'s model; ConfigError for a variant without λ."""
-    kind = variants.get(variant).lambda_kind
-    require(kind in MODES, f"{variant} has no λ to sweep (only {', '.join(v for v in variants.VARIANTS if variants.get(v).lambda_kind)} do)")
+    kind = variants.get(variant).base.lambda_kind
+    require(kind in MODES, f"{variant} has no λ to sweep (only {', '.join(v for v in variants.VARIANTS if variants.get(v).base.lambda_kind)} do)")
     return MODES[kind]
 
 
 def check_value(variant: str, value: float, mode: str = "fixed") -> None:
     """ConfigError unless `value` is allowed: finite, and for V2's fixed σ(λ) strictly inside (0, 1)."""
-    _check(variants.get(variant).lambda_kind, value, mode, variant)
+    _check(variants.get(variant).base.lambda_kind, value, mode, variant)
 
 
 def _check(lambda_kind: str, value: float, mode: str, name: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from diffattn.pure.variants import REFERENCE, EVALUATED, LABELS, VARIANTS
+from diffattn.pure.variants import REFERENCE, EVALUATED, LABELS, VARIANTS, colour
 
 
 def ci(r: dict, digits: int = 3, signed: bool = True) -> str:
@@ -96,8 +96,6 @@ def figures(s: dict, out: Path) -> list[Path]:
     return paths
 
 
-COLOURS = {"baseline": "tab:blue", "baseline_2h": "tab:cyan", "diff_v1": "tab:orange", "diff_v2": "tab:green"}
-
 
 def retrieval_curves(tasks: dict[str, Any], path: Path) -> Path:
     """Per task: exact-match accuracy (top) and answer loss (bottom) against training tokens, one line per seed; the
@@ -113,8 +111,8 @@ def retrieval_curves(tasks: dict[str, Any], path: Path) -> Path:
         for v in EVALUATED:
             for i, run in enumerate(t["variants"][v]["runs"]):
                 label = LABELS[v] if i == 0 else None
-                top.plot(xs, run["accuracy"], color=COLOURS[v], alpha=0.8, label=label)
-                bottom.plot(xs, run["answer_loss"], color=COLOURS[v], alpha=0.8, label=label)
+                top.plot(xs, run["accuracy"], color=colour(v), alpha=0.8, label=label)
+                bottom.plot(xs, run["answer_loss"], color=colour(v), alpha=0.8, label=label)
         for rule, style in (("copy_any", ":"), ("copy_unanswered", "--"), ("copy_latest", (0, (5, 1, 1, 1))),
                             ("any_binding", "-.")):
             if rule in t["null"] and (rule != "any_binding" or t["null"][rule] < 1):
@@ -138,8 +136,8 @@ def gap_curves(t: dict, path: Path) -> Path:
     steps = t["variants"]["baseline"]["steps"]
     for v in VARIANTS[1:]:
         g = t["variants"][v]["gap_by_step"]
-        ax.plot(steps, [x["mean"] for x in g], color=COLOURS[v], label=LABELS[v])
-        ax.fill_between(steps, [x["ci95"][0] for x in g], [x["ci95"][1] for x in g], color=COLOURS[v], alpha=0.2)
+        ax.plot(steps, [x["mean"] for x in g], color=colour(v), label=LABELS[v])
+        ax.fill_between(steps, [x["ci95"][0] for x in g], [x["ci95"][1] for x in g], color=colour(v), alpha=0.2)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss − baseline (nats per byte)")

@@ -145,7 +145,8 @@ def figures(summary: dict, folder: Path) -> list[Path]:
                     color="white" if share[i][j] > 0.6 else "black")  # readable on the darkest greens
     ax.set_xticks(range(len(names)), [VARIANT_LABELS[n] for n in names], fontsize=8)
     ax.set_yticks(range(len(keys)), keys, fontsize=8)
-    ax.set_title("seeds that learned recall, per cell (stage 4's cells, at a peak lr of 1e-3, last)", fontsize=9)
+    ax.set_title("seeds that learned recall / seeds run, per cell (the first rows at the preset's lr 3e-3, the "
+                 "cells named LR1e-3 at 1e-3; '2h heads' is baseline_2h)", fontsize=9)
     paths = [plotting.save(fig, folder / "09-sweep-phase.png")]
 
     shown = ship_choice(summary)[0]  # the cell that decides the lesson (the centre while no cell separates)

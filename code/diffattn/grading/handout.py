@@ -41,6 +41,7 @@ STUBS = "tests/grading/stubs"  # the canonical stubs: exercises/ in a handout is
 LEFT_OUT = ("tests/wrong/", "tests/correct/", "tests/grading/hostile/", "tests/grading/mutation", f"{STUBS}/",
             "tests/test_graders_reject_wrong.py", "tests/test_grading_hostile.py", "tests/test_handout.py",
             "tests/test_mutation")
+ANSWERS = ("lessons/answers/", "lessons/src/answers/")  # left out with --no-answers: the instructor chooses
 HANDOUT_NOTE = ("**This is the student handout.** The functions the exercises ask for are yours to write, in "
                 "`exercises/`: the lessons, the notebooks and `make test` run on your code, and each stops with one "
                 "line naming the exercise it needs until you have written it. `make grade` grades your exercises "
@@ -196,20 +197,21 @@ def calls_yours(stub_file: Path, stub: ast.FunctionDef) -> list[str]:
         f"{indent}return solution({stub_file.stem!r}, {stub.name!r})({', '.join(passed)})"]
 
 
-def build(root: Path, dest: Path, assignment: list[str] | None = None) -> list[str]:
+def build(root: Path, dest: Path, assignment: list[str] | None = None, answers: bool = True) -> list[str]:
     """Write the handout to `dest` (which must not exist); returns the functions replaced by their stubs. With
-    `assignment` (exercise names such as "ex01"), its Classroom workflow grades only those. HandoutError, and
-    nothing in `dest`, when an exercise function of the result would not raise NotImplementedError."""
+    `assignment` (exercise names such as "ex01"), its Classroom workflow grades only those; without `answers`, the
+    answers to the lessons' questions (lessons/answers/) stay with the instructor. HandoutError, and nothing in
+    `dest`, when an exercise function of the result would not raise NotImplementedError."""
     if dest.exists():
         raise FileExistsError(f"{dest} exists: choose a new folder")
     try:
-        return _build(root, dest, assignment)
+        return _build(root, dest, assignment, answers)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
 
 
-def _build(root: Path, dest: Path, assignment: list[str] | None) -> list[str]:
+def _build(root: Path, dest: Path, assignment: list[str] | None, answers: bool) -> list[str]:
     from diffattn.grading.assignment import WORKFLOW, classroom_workflow, exercise_names
 
     exercises, _ = _adapters(root)
@@ -220,10 +222,10 @@ def _build(root: Path, dest: Path, assignment: list[str] | None) -> list[str]:
     modules = sorted({module for _, module, _ in exercises.values()})
     stray = [p for p in tracked_files(root) if re.match(r"^exercises/ex\d\d_\w+\.py$", p) and p[10:-3] not in modules]
     if stray:  # not in the rubric, so not replaced by a stub: it could be anything, a solution too
-        raise HandoutError(f"{stray[0]} is no exercise of diffattn/grading/rubric.py: add it there (and its stub to {STUBS}/) "
-                           f"or remove it")
+        raise HandoutError(f"{stray[0]} is no exercise of diffattn/grading/rubric.py: add it there (and its stub to "
+                           f"{STUBS}/) or remove it")
     for path in tracked_files(root):
-        if path.startswith(LEFT_OUT):
+        if path.startswith(LEFT_OUT) or (not answers and path.startswith(ANSWERS)):
             continue
         target = dest / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -240,8 +242,11 @@ def _build(root: Path, dest: Path, assignment: list[str] | None) -> list[str]:
         for start, end, stub in sorted(edits, reverse=True):
             lines[start:end] = stub
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for lesson in sorted((dest / "lessons").glob("*.md")) + [dest / "README.md"]:
-        lesson.write_text(_strip_lesson(lesson.read_text(encoding="utf-8"), solutions, exercise_of), encoding="utf-8")
+    for lesson in sorted((dest / "lessons").rglob("*.md")) + [dest / "README.md"]:  # the clean text and its source
+        text = _strip_lesson(lesson.read_text(encoding="utf-8"), solutions, exercise_of)
+        if not answers:  # the link to the answers becomes words: "answers (from your instructor)"
+            text = re.sub(r"\[([^\]]*)\]\(answers/\d\d\.md\)", r"answers (from your instructor)", text)
+        lesson.write_text(text, encoding="utf-8")
     readme = dest / "README.md"
     title, _, rest = readme.read_text(encoding="utf-8").partition("\n")
     readme.write_text(f"{title}\n\n{HANDOUT_NOTE}\n{rest}", encoding="utf-8")
@@ -256,14 +261,15 @@ def _build(root: Path, dest: Path, assignment: list[str] | None) -> list[str]:
     return sorted(found)
 
 
-def build_from_head(repo: Path, dest: Path, assignment: list[str] | None = None) -> tuple[str, list[str], list[str]]:
+def build_from_head(repo: Path, dest: Path, assignment: list[str] | None = None,
+                    answers: bool = True) -> tuple[str, list[str], list[str]]:
     """`build` on `repo`'s HEAD; returns the commit, the functions replaced by their stubs and the exercise files
     whose committed version is not their stub (solved, say: the handout has the stub)."""
     if dest.exists():
         raise FileExistsError(f"{dest} exists: choose a new folder")
     with tempfile.TemporaryDirectory(prefix="diffattn-handout-") as scratch:
         commit = export_head(repo, Path(scratch))
-        replaced = build(Path(scratch), dest, assignment)
+        replaced = build(Path(scratch), dest, assignment, answers)
         differ = sorted(p.relative_to(dest).as_posix() for p in (dest / "exercises").glob("ex*.py")
                         if (Path(scratch) / p.relative_to(dest)).read_bytes() != p.read_bytes())
         return commit, replaced, differ
@@ -276,10 +282,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("dest", type=Path, help="the folder to write (must not exist)")
     parser.add_argument("--exercises", nargs="*", default=[], help="one assignment: its Classroom workflow grades only "
                                                                    "these (ex01 ex02, or 01,02)")
+    parser.add_argument("--no-answers", action="store_true", help="leave the answers to the lessons' questions "
+                                                                  "(lessons/answers/) out of the handout")
     args = parser.parse_args(argv)
     repo = Path(__file__).resolve().parents[3]
     try:
-        commit, replaced, differ = build_from_head(repo, args.dest, args.exercises or None)
+        commit, replaced, differ = build_from_head(repo, args.dest, args.exercises or None, not args.no_answers)
     except (FileExistsError, LookupError, HandoutError, ValueError) as error:
         sys.stderr.write(f"error: {error}\n")
         return 2

@@ -7,7 +7,7 @@ its rubric against this one) all read it.
     REFERENCE  function → "module:function" of the course's own implementation
     RETURNS    function → the type its docstring promises (tests/adapters.py checks every call against it)
 
-Adding an exercise (CONTRIBUTING.md, "Add an exercise"): its lines here, its stub in tests/grading/stubs/, graded
+Adding an exercise (CONTRIBUTING.md, "Exercises and grading"): its lines here, its stub in tests/grading/stubs/, graded
 tests marked `@pytest.mark.grade("NN.k")`, a known-wrong implementation in tests/wrong/ and a correct one in
 tests/correct/ (`make new-lesson` writes the stub and the test file).
 """

@@ -92,7 +92,9 @@ def figures(module: ModuleType, results: dict, figures_dir: Path) -> list[Path]:
     if not _installed("matplotlib"):
         print("  (matplotlib not installed: figures skipped)", file=sys.stderr)
         return []
-    return module.figures(results, figures_dir)
+    from diffattn.lessons import diagrams
+
+    return module.figures(results, figures_dir) + diagrams.draw(module.__name__.split(".")[-1][6:8], figures_dir)
 
 
 def device_note(lessons: list[str]) -> str:

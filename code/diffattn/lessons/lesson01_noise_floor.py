@@ -22,14 +22,14 @@ from diffattn.pure.softmax import softmax
 
 TITLE = "Softmax and its noise floor"
 
-SIZES = [2**k for k in range(1, 18)]  # N = 2 ... 2^17 = 131,072; seed 002's "128k" (128,000) is checked on its own
+SIZES = [2**k for k in range(1, 18)]  # N = 2 ... 2^17 = 131,072; the common claim's "128k" (128,000) is checked on its own
 REPORT_SIZES = (16, 128, 1024, 8192, 65536, 131072)
 MARGINS = (2.0, 5.0, 10.0, 15.0)
 NOISY_MARGIN = 10.0
 SIGMA = 1.0
 SEED = 0
 
-# Seed 002: "127,999 irrelevant tokens at 0.001% each add up to about 12%" (a 128,000-token context).
+# A common claim: "127,999 irrelevant tokens at 0.001% each add up to about 12%" (a 128,000-token context).
 SEED002_TOKENS = 128_000
 SEED002_PER_TOKEN = 0.001 / 100
 SEED002_TOTAL = 0.12
@@ -228,7 +228,7 @@ def report(results: dict[str, Any]) -> str:
         "   irrelevant mass > 1/2 (N − 1 > e^m) from N = "
         + ", ".join(f"{results['half_mass_n'][k]:,} (m={k[1:]})" for k in margins),
         "",
-        f"4. Seed 002: \"{e['irrelevant_tokens']:,} tokens × 0.001% ≈ 12%\"",
+        f"4. A common claim: \"{e['irrelevant_tokens']:,} tokens × 0.001% ≈ 12%\"",
         f"   {e['irrelevant_tokens']:,} × 0.001%{'':<21} = {e['claimed_total']:.1%}"
         f"  (> 100%: impossible; {e['claimed_over_actual']:.1f}× the claimed 12%)",
         f"   {'tokens at 0.001% each that total 12%':<37} = {e['tokens_for_claimed_total']:,.0f}",
@@ -243,7 +243,7 @@ def report(results: dict[str, Any]) -> str:
 
 
 def draw_irrelevant_mass(ax: Any, results: dict[str, Any]) -> None:
-    """Irrelevant mass vs N (log2 axis): one solid line per margin, the noisy variant dashed, seed 002's point."""
+    """Irrelevant mass vs N (log2 axis): one solid line per margin, the noisy variant dashed, the claim's point."""
     sizes = results["sizes"]
     for margin in results["margins"]:
         ax.plot(sizes, [results["mass"][f"m{margin:g}"][str(n)] for n in sizes], marker="o", ms=3,
@@ -252,7 +252,7 @@ def draw_irrelevant_mass(ax: Any, results: dict[str, Any]) -> None:
             label=f"m = {results['noisy_margin']:g}, irrelevant logits\n~ N(0, {results['sigma']:g}²), seeded")
     e = results["seed002"]
     ax.plot([e["irrelevant_tokens"] + 1], [e["measured_total_at_margin"]], "r*", ms=11,
-            label=f"seed 002's 12% at 128,000 tokens\nneeds m = {e['margin_for_claimed_total']:.2f}")
+            label=f"the claimed 12% at 128,000 tokens\nneeds m = {e['margin_for_claimed_total']:.2f}")
     ax.axhline(0.5, color="grey", lw=0.8, ls=":")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length N (tokens)")

@@ -2,7 +2,7 @@
 
     V1:  W = softmax(q1 k1ᵀ/√d) − λ·softmax(q2 k2ᵀ/√d)        rows sum to 1 − λ, entries can be negative
     V2:  W = softmax(q1 kᵀ/√d) − σ(λ_t)·softmax(q2 kᵀ/√d)      one shared k and v; rows sum to 1 − σ(λ_t) ∈ (0, 1)
-    seed 003:  softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d)                one softmax: rows sum to 1, nothing negative
+    misread:   softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d)                one softmax: rows sum to 1, nothing negative
 
 It also measures the (1 − λ) shrink of a DIFF head when its two maps are alike (as at initialisation), which is the
 factor V1's code multiplies back in after the per-head RMSNorm, and prints the λ_init schedule by depth.
@@ -28,7 +28,7 @@ from diffattn.pure.matrix import Matrix, matmul
 
 TITLE = "Differential attention: V1, V2, and what it is not"
 
-N, D, LAM = 6, 8, 0.8  # the size of seed 000's example; λ near the deep-layer λ_init of 0.8
+N, D, LAM = 6, 8, 0.8  # the size of the widely copied six-token example; λ near the deep-layer λ_init of 0.8
 SEED = 0
 V2_LAMBDA_LOGITS = (-2.0, -1.0, 0.0, 0.5, 1.0, 2.0)  # λ_t = W_λ x_t, one per token (one head shown)
 INIT_STD = 0.1  # small q/k entries, as right after initialisation: logits ≈ 0, so A1 ≈ A2 ≈ uniform
@@ -154,7 +154,7 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         f"Lesson 02 · {TITLE}",
         f"seeded example: N = {r['n']} tokens, d = {r['d']}, λ = {r['lam']:g},"
-        f" q/k/v entries ~ N(0, 1), seed {r['seed']}",
+        f" q/k/v entries standard normal, seed {r['seed']}",
         "",
         "1. DIFF V1 weights W = softmax(q1 k1ᵀ/√d) − λ·softmax(q2 k2ᵀ/√d)   (last column: row sum)",
         *_matrix_lines(r["w"]),
@@ -162,7 +162,7 @@ def report(results: dict[str, Any]) -> str:
         f" (smallest {r['w_min']:.3f})",
         f"   linearity: max |W v − (A1 v − λ·A2 v)| = {r['linearity_max_abs_error']:.1e}",
         "",
-        "2. Seed 003's formula softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d) on the same q, k",
+        "2. The logit difference softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d) on the same q, k",
         *_matrix_lines(r["seed003"]),
         f"   every row sums to 1; {r['seed003_negatives']} of {cells} weights are negative (smallest"
         f" {r['seed003_min']:.3f}): one softmax, not a difference",
@@ -204,7 +204,7 @@ def draw_effective_maps(axes: Sequence[Any], results: dict[str, Any]) -> Any:
         (results["a1"], "A1 = softmax(q1 k1ᵀ/√d)"),
         (results["a2"], "A2 = softmax(q2 k2ᵀ/√d)"),
         (results["w"], f"DIFF: A1 − {lam:g}·A2"),
-        (results["seed003"], f"seed 003: softmax(z1 − {lam:g}·z2)"),
+        (results["seed003"], f"not DIFF: softmax(z1 − {lam:g}·z2)"),
     ]
     limit = max(abs(x) for m, _ in panels for row in m for x in row)
     image = None

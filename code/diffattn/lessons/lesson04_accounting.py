@@ -5,7 +5,7 @@ Three configs, all counted by `diffattn.pure.accounting`:
   llama7b_gqa8  the same with 8 KV heads (the seed's "7B" exercise with GQA)
   diff3b        the V1 paper's 3B: 28 layers, hidden 3072, FFN 8192, vocab 100,288, DIFF 12 heads = baseline 24
 plus the official `example.py` module sizes (d_model 1024, DIFF 8 heads vs baseline 16) and a line-by-line
-reconstruction of seed 002's "+8.4M per layer" so the lesson can show where that number comes from.
+reconstruction of a public lesson script's "+8.4M per layer" so the lesson can show where that number comes from.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ SWEEP_KV = (1, 2, 4, 8, 16, 32)  # KV heads for the "V2 saves ≈25% vs a 2h Tra
 
 
 def seed002_counts(hidden: int, heads: int, head_dim: int, kv_heads: int) -> dict[str, int]:
-    """Seed 002's own accounting (its public code, `attention_params_diff_v1/_v2`), rebuilt from our components.
+    """A public lesson script's accounting (rohitg00/ai-engineering-from-scratch, `attention_params_diff_v1/_v2`), rebuilt from our components.
 
     Its V2 widens W_O to 2h·d like the 2h Transformer and adds four d-vectors of λ per head; its V1 adds four
     (d/2)-vectors per head to a 4·D² module; both are compared with an MHA module of 4·D², whatever kv_heads is.
@@ -120,11 +120,11 @@ def report(results: dict) -> str:
     lines.append("  " + "  ".join(f"kv {kv}: {s:.1%}" for kv, s in results["v2_saving_vs_2h"].items()))
     lines += [
         "",
-        "the public seed-002 lesson's script, rebuilt (W_O doubled, λ = 4·d per head, against an MHA module):",
+        "a public lesson's script, rebuilt (W_O doubled, λ = 4·d per head, against an MHA module):",
         f"  script V2 {seed['v2']:,} − MHA {seed['mha_baseline']:,} = +{seed['v2_extra']:,}  (its 'delta 8.4M')",
         f"  official V2 − its own GQA(8) baseline = +{seed['official_v2_extra_vs_gqa8']:,}",
         f"  script V1 extra +{seed['v1_extra']:,}; official V1 extra +{seed['official_v1_extra']:,} (4d λ + 2d subln)",
-        f"  V1 cache if values were d wide (seed's 'halved value cache'): {seed['v1_cache_if_value_halved_vs_true']:.2f}× the real one",
+        f"  V1 cache if values were d wide (the 'halved value cache' claim): {seed['v1_cache_if_value_halved_vs_true']:.2f}× the real one",
         "",
         "paper's 3B (28 layers, hidden 3072, FFN 8192, vocab 100,288; DIFF 12 heads = baseline 24; MHA assumed):",
     ]
@@ -157,7 +157,7 @@ def _params_figure(results, path, new_figure, save):
     params = results["tables"]["llama7b_gqa8"]["params"]
     seed = results["seed002"]
     bars = {LABELS[v]: params[v] for v in VARIANTS}
-    bars["seed 002's V2\n(W_O doubled)"] = seed["v2_components"]
+    bars["a public script's V2\n(W_O doubled)"] = seed["v2_components"]
     stacks = {name: [bar[name] for bar in bars.values()] for name in ("q_proj", "k_proj", "v_proj", "o_proj")}
     stacks["λ and subln (tiny)"] = [sum(bar.get(n, 0) for n in COMPONENTS[4:]) for bar in bars.values()]
     fig, ax = new_figure(9.0, 4.4)
@@ -172,7 +172,7 @@ def _params_figure(results, path, new_figure, save):
         ax.text(x, top + 1.0, f"{top:.1f}M\n({extra_text})", ha="center", fontsize=8)
     mha = seed["mha_baseline"] / 1e6
     ax.axhline(mha, color="black", linestyle="--", linewidth=1)
-    ax.text(0.5, mha + 1.0, f"MHA module, {mha:.1f}M: what seed 002 subtracts", fontsize=8, ha="center")
+    ax.text(0.5, mha + 1.0, f"MHA module, {mha:.1f}M: what that script subtracts", fontsize=8, ha="center")
     ax.set_ylabel("attention parameters per layer (millions)")
     ax.set_title("hidden 4096, 32 heads × 128, 8 KV heads (in brackets: vs the GQA baseline)")
     ax.set_ylim(0, max(bottoms) * 1.18)

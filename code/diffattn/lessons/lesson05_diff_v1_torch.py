@@ -1,6 +1,6 @@
 """Lesson 05: DIFF V1 as a PyTorch module, and the numbers the lesson quotes about it.
 
-  seed        seed 000's six-token torch example, rerun: row sums and the count of negative weights
+  seed        the widely copied six-token torch example, rerun: row sums and the count of negative weights
   schedule    λ_init(depth) for depths 0 … 27 (27 = the last layer of the paper's 28-layer 3B model, App. D, Table 9),
               and the constant (1 − λ_init)
   lambda0     λ at initialisation from freshly built modules, over many seeds: the spread the N(0, 0.1²) init gives
@@ -50,7 +50,7 @@ EXAMPLE = dict(embed_dim=1024, diff_heads=8, base_heads=16)  # official example.
 
 
 def seed_example() -> dict:
-    """Seed 000's snippet, written fresh: two 6×6 softmax maps from seed 0, subtracted with λ = 0.8."""
+    """The widely copied six-token snippet, written fresh: two 6×6 softmax maps from seed 0, subtracted with λ = 0.8."""
     torch.manual_seed(0)
     n, d, lam = 6, 8, 0.8
     q1, k1, q2, k2 = torch.randn(4, n, d)  # four (n, d) tensors from one draw, in the seed's order
@@ -169,7 +169,7 @@ def run(progress: bool = True) -> dict:
 def report(results: dict) -> str:
     s, sched, p = results["seed"], results["schedule"], results["params"]
     lines = [
-        f"seed 000 example (torch.manual_seed(0), n={s['n']}, d={s['d']}, λ={s['lam']}):",
+        f"the six-token example (torch.manual_seed(0), n={s['n']}, d={s['d']}, λ={s['lam']}):",
         f"  Each row sums to {s['row_sum_first']:.2f}; {s['negative']} of {s['total']} weights are negative",
         f"  every row equals 1 − λ to below {FP32_ROUNDING.below:.0e} (fp32); a single softmax map has "
         f"{s['softmax_negative']} negative weights",

@@ -37,7 +37,7 @@ BASE = GPTConfig(vocab_size=16, n_layer=2, d_model=64, n_head=4, n_kv_head=2, ma
 PREFIX = 8  # copy-task sequences: PREFIX random symbols, SEP, the same symbols again → 2·PREFIX + 1 tokens
 TRAIN = dict(steps=60, batch=32, lr=1e-2, seed=0)
 EVAL_SEQUENCES = 64
-PAPER = dict(hidden=4096, heads=32, head_dim=128, kv_heads=8)  # seed 002's 7B exercise, with GQA(8)
+PAPER = dict(hidden=4096, heads=32, head_dim=128, kv_heads=8)  # the common 7B exercise, with GQA(8)
 LABELS = accounting.LABELS
 
 # What may move on another CPU (diffattn.core.numberkinds), calibrated by running this lesson under

@@ -129,7 +129,7 @@ def run(progress: bool = True) -> dict:
     results["v1_lambda_mean"] = sum(final_lambda) / len(final_lambda)
     results["v1_lambda_init"] = [lambda_init(depth) for depth in range(len(final_lambda))]
     results["uniform_loss"] = math.log(256)
-    results["gaps"] = {name: v[name]["val_loss_mean"] - v["baseline"]["val_loss_mean"] for name in v if name != REFERENCE}
+    results["gaps"] = {name: v[name]["val_loss_mean"] - v[REFERENCE]["val_loss_mean"] for name in v if name != REFERENCE}
     results["gaps"]["diff_v2_vs_baseline_2h"] = v["diff_v2"]["val_loss_mean"] - v["baseline_2h"]["val_loss_mean"]
     results["presets"] = preset_table()
     results["measured"] = measured()
@@ -151,7 +151,7 @@ def report(results: dict) -> str:
         return f"  {label:<28}" + "".join(f"{cell:>12}" for cell in cells)
 
     def loss(variant: str, x: float) -> str:
-        return f"{x:.1f}" if variants.get(variant).lambda_kind == "per_layer" else f"{x:.2f}"
+        return f"{x:.1f}" if variants.get(variant).base.lambda_kind == "per_layer" else f"{x:.2f}"
 
     names = list(v)
     lines = [f"{results['preset']} on {results['task']} (built-in Shakespeare, byte tokens): {t['steps']} steps × "

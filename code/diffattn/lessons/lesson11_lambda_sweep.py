@@ -150,7 +150,7 @@ def sweep_rows(variant: str, modes: dict, verdict: bool = False) -> list[str]:
     """Per mode and setting: accuracy and − null, then the answer loss and share (needles) or, with `verdict`, lesson
     09's criterion and the best setting (a recall model)."""
     trained = next(iter(modes.values()))["trained_lambdas"]
-    per_layer = variants.get(variant).lambda_kind == "per_layer"
+    per_layer = variants.get(variant).base.lambda_kind == "per_layer"
     what = "λ per layer" if per_layer else "mean σ(λ) per layer"
     lines = [f"{LABELS[variant]}: trained {what}: " + ", ".join(f"{x:.2f}" for x in trained)]
     for mode, table in modes.items():
@@ -230,7 +230,7 @@ def figures(results: dict, outdir: Path) -> list[Path]:
         trained = table["rows"][0]["accuracy"]
         ax.axhline(trained, color="grey", linestyle=":", label="trained model")
         ax.set_title(f"{LABELS[variant]}, {mode}", fontsize=9)
-        ax.set_xlabel({"scale": "s in λ → s·λ", "fixed": "λ = v" if variants.get(variant).lambda_kind == "per_layer" else "σ(λ) = c",
+        ax.set_xlabel({"scale": "s in λ → s·λ", "fixed": "λ = v" if variants.get(variant).base.lambda_kind == "per_layer" else "σ(λ) = c",
                        "offset": "δ in λ → λ + δ"}[mode])
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("needles accuracy (95%, clustered by example)")

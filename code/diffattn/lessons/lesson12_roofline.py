@@ -309,7 +309,7 @@ def report(results: dict) -> str:
                  f"cache per {LONG_CONTEXT:,}-token sequence; V2 at S = {LONG_CONTEXT:,}, first compute-bound batch: "
                  + both(lambda r: "none" if r["v2_long_context"] is None
                         else f"{r['v2_long_context']['batch']} ({r['v2_long_context']['kv_GB']:.0f} GB of cache)"))
-    lines.append(f"    per-sequence intensity (2N + a)/k at S = {LONG_CONTEXT:,}: baseline "
+    lines.append(f"    per-sequence intensity (2n_w + a)/c at S = {LONG_CONTEXT:,}: baseline "
                  f"{fp32['sequence_intensity']['baseline']:.2f}, DIFF V2 {fp32['sequence_intensity']['diff_v2']:.2f} "
                  f"(attention alone a/k: {fp32['attention_flops_per_byte']['baseline']:.2f}, "
                  f"{fp32['attention_flops_per_byte']['diff_v2']:.2f}) FLOP/B")
@@ -345,13 +345,13 @@ def report(results: dict) -> str:
     lines += ["", "  prefill (B 1, S 1,024) GFLOP/s: " + ", ".join(
         f"{LABELS[v]} " + both(lambda r, x=v: f"{r['prefill_gflops'][x]:.1f}") for v in VARIANTS)]
     lines.append(f"  training ({runs[names[0]]['train'][next(iter(runs[names[0]]['train']))]['baseline']['steps']} steps "
-                 "per variant): tokens/s, MFU against the measured fp32 GEMM peak, tokens/s vs baseline "
+                 "per variant): tokens/s, utilisation of the measured fp32 GEMM rate, tokens/s vs baseline "
                  "(FLOP-predicted)")
     for preset in runs[names[0]]["train"]:
         for variant in VARIANTS:
             lines.append(f"    {preset:<10}{LABELS[variant]:<12}" + both(
                 lambda r, p=preset, v=variant: f"{r['train'][p][v]['tokens_per_s']:,.0f} tok/s, "
-                                               f"MFU {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}× "
+                                               f"GEMM util {r['train'][p][v]['mfu']:.0%}, {r['train'][p][v]['vs_baseline']:.2f}× "
                                                f"({r['train'][p][v]['predicted']:.2f})"))
     gpus = results["gpu"]
     lines.append("  GPU runs (scripts/gpu_check.sh): " + ("; ".join(

@@ -248,7 +248,8 @@ def report(results: dict) -> str:
     lines.append(f"  wall time {s['wall_s']:,} s (pretraining {s['pretrain_s']:,} s) on {s['machine']}")
     lr = results["lora_lr"]
     seeds = lambda v: ", ".join(f"{x:+.3f}" for x in v["minus_step0"]["seeds"])  # noqa: E731
-    lines += ["", "LoRA learning-rate check (declared before it ran; the study's pretraining, seeds and batches, rerun)",
+    lines += ["", "LoRA learning-rate check (declared before it ran; the study's pretrained baselines, seeds and batches, "
+                  "continued again)",
               f"  {'peak lr':<9}{'answer loss − own step 0, per seed':<37}{'mean':<9}{'− baseline, mean [t 95%]'}"]
     for row in lr["lora"]:
         lines.append(f"  {row['lr']:<9g}{seeds(row):<37}{row['minus_step0']['mean']:<+9.3f}"

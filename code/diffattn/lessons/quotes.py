@@ -9,17 +9,24 @@ Two markers, both invisible when the markdown is rendered:
    one only with digits that survive its tolerance); a Bound number quotes its bound ("below 1e-05<!--n …-->").
 2. A command's output block:  a line `<!-- output: lesson 03 -->` followed by a ```text fence holding what
    `diffattn lesson 03` prints. For `lesson NN` it is rebuilt from numbers.json by that lesson's report().
+3. Code shown from the source: a line `<!-- source: code/diffattn/pure/softmax.py:softmax -->` (a function, a class or
+   `Class.method`; add ` nodoc` to leave its docstring out) followed by a ```python fence holding exactly that
+   definition, so the code a lesson shows is the code that runs.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from diffattn.core.errors import ConfigError
 from diffattn.core.numberkinds import Kind, kind_of, quoted_text
+from diffattn.core.paths import repo_root
 from diffattn.core.results import lookup
 
 # kinds_for("07") -> that lesson's NUMBER_KINDS (patterns → kinds); lessons without one are all Exact
@@ -29,6 +36,8 @@ NUMBER_TAG = re.compile(
     r"(?P<num>[-−]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?)(?P<space> ?)(?P<unit>%|×|k|M|B|KiB|MiB|GiB)?<!--n (?P<key>\d\d\.[\w.\-]+)-->"
 )
 OUTPUT_BLOCK = re.compile(r"<!-- output: (?P<args>[^>]+?) -->\n```text\n(?P<body>.*?)```", re.DOTALL)
+SOURCE_BLOCK = re.compile(r"<!-- source: (?P<path>[\w./-]+\.py):(?P<name>[\w.]+)(?P<nodoc> nodoc)? -->\n```python\n"
+                          r"(?P<body>.*?)```", re.DOTALL)
 SCALE = {"%": 100.0, "k": 1e-3, "M": 1e-6, "B": 1e-9, "KiB": 2.0**-10, "MiB": 2.0**-20, "GiB": 2.0**-30}
 
 
@@ -88,6 +97,30 @@ def block_diff(found: str, expected: str, args: str, limit: int = 12) -> str:
     return "\n".join(lines[:limit] + more)
 
 
+def source_of(path: str, name: str, docstring: bool = True) -> str:
+    """The definition of `name` (a function, a class, or Class.method) in the repository file `path`, dedented, with
+    its decorators; without its docstring when `docstring` is False. ConfigError when either is not there."""
+    file = repo_root() / path
+    if not file.is_file():
+        raise ConfigError(f"source block: no file {path}")
+    text = file.read_text()
+    nodes: list[ast.AST] = [ast.parse(text)]
+    for part in name.split("."):
+        found = [n for n in ast.iter_child_nodes(nodes[-1]) if getattr(n, "name", None) == part
+                 and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        if not found:
+            raise ConfigError(f"source block: {path} defines no {name}")
+        nodes.append(found[0])
+    node, lines = nodes[-1], text.splitlines()
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    keep = list(range(first - 1, node.end_lineno))
+    doc = node.body[0] if node.body and isinstance(node.body[0], ast.Expr) and isinstance(
+        getattr(node.body[0], "value", None), ast.Constant) and isinstance(node.body[0].value.value, str) else None
+    if doc is not None and not docstring:
+        keep = [i for i in keep if not doc.lineno - 1 <= i < doc.end_lineno]
+    return textwrap.dedent("\n".join(lines[i] for i in keep)) + "\n"
+
+
 def check_text(path: Path, source: str, numbers: dict[str, Any], render_output: Callable[[str], str],
                kinds_for: KindsFor = _no_kinds) -> list[Mismatch]:
     problems: list[Mismatch] = []
@@ -108,6 +141,12 @@ def check_text(path: Path, source: str, numbers: dict[str, Any], render_output: 
             problems.append(Mismatch(path, _line_of(source, m.start()), f"output of `{m['args']}`", "<block>",
                                      "<differs>", note="the block differs from what the command prints:\n"
                                      + block_diff(m["body"], expected, m["args"])))
+    for m in SOURCE_BLOCK.finditer(source):
+        expected = source_of(m["path"], m["name"], docstring=not m["nodoc"])
+        if expected != m["body"]:
+            problems.append(Mismatch(path, _line_of(source, m.start()), f"source of {m['path']}:{m['name']}",
+                                     "<block>", "<differs>", note="the code shown differs from the source; "
+                                     "`make lessons-sync` copies it"))
     return problems
 
 
@@ -120,7 +159,11 @@ def sync_text(source: str, numbers: dict[str, Any], render_output: Callable[[str
     def block(m: re.Match) -> str:
         return f"<!-- output: {m['args']} -->\n```text\n{render_output(m['args']).rstrip(chr(10))}\n```"
 
-    return OUTPUT_BLOCK.sub(block, NUMBER_TAG.sub(number, source))
+    def code(m: re.Match) -> str:
+        return (f"<!-- source: {m['path']}:{m['name']}{m['nodoc'] or ''} -->\n```python\n"
+                f"{source_of(m['path'], m['name'], docstring=not m['nodoc'])}```")
+
+    return SOURCE_BLOCK.sub(code, OUTPUT_BLOCK.sub(block, NUMBER_TAG.sub(number, source)))
 
 
 def tagged_keys(source: str) -> list[str]:

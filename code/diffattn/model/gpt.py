@@ -24,6 +24,7 @@ differ only inside attention. `tie_embeddings=False` gives the LLaMA-style untie
 
 from __future__ import annotations
 
+import importlib
 from typing import Mapping, Sequence
 
 import torch
@@ -41,7 +42,13 @@ from diffattn.pure import variants
 def attention_layer(config: GPTConfig, depth: int) -> nn.Module:
     """The attention module of block `depth` (0-based; DIFF V1's λ_init(depth) schedule depends on it), built by the
     module class its kind declares (diffattn.pure.variants)."""
-    return variants.get(config.attention).module_class().from_config(config, depth)
+    return module_class(config.attention).from_config(config, depth)
+
+
+def module_class(kind: str) -> type[nn.Module]:
+    """The torch module class a kind names ("package.module:Class" in diffattn.pure.variants), imported here."""
+    path, _, name = variants.get(kind).base.module.partition(":")
+    return getattr(importlib.import_module(path), name)
 
 
 class SwiGLU(nn.Module):
@@ -150,7 +157,7 @@ def checkpoint_variant(state_dict: Mapping[str, Tensor]) -> str | None:
     parameter names only that variant's attention module has (`diffattn.nn.attention.state_dict_variant`)."""
     prefix = "blocks.0.attn."
     found = state_dict_variant(key[len(prefix):] for key in state_dict if key.startswith(prefix))
-    return next((kind for kind in variants.ATTENTION if variants.get(kind).module_class().VARIANT == found), None)
+    return next((kind for kind in variants.ATTENTION if module_class(kind).VARIANT == found), None)
 
 
 def check_checkpoint(model: GPT, state_dict: Mapping[str, Tensor], strict: bool = True) -> None:

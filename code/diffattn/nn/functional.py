@@ -122,7 +122,7 @@ def diff_attention_v2(
 def logit_difference_weights(
     q1: Tensor, k1: Tensor, q2: Tensor, k2: Tensor, lam: float | Tensor, causal: bool = False
 ) -> Tensor:
-    """softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d): seed 003's formula, **not** differential attention (rows sum to 1)."""
+    """softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d): a common misreading, **not** differential attention (rows sum to 1)."""
     return _masked_softmax(_logits(q1, k1) - lam * _logits(q2, k2), causal)
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS
+from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS, colour
 from diffattn.core.plotting import new_figure, save
 
 MARKERS = {"decode": "o", "prefill": "s", "train": "^"}
-COLORS = dict(zip(VARIANTS, ("tab:blue", "tab:cyan", "tab:orange", "tab:green")))
 
 
 def roofline(info: dict, path: Path) -> Path:
@@ -32,14 +31,14 @@ def roofline(info: dict, path: Path) -> Path:
             rows = [r for r in points if r["phase"] == phase and r["variant"] == variant]
             if rows:
                 ax.scatter([r["intensity"] for r in rows], [r["achieved_GFLOPs"] for r in rows], marker=marker,
-                           s=18, color=COLORS[variant], alpha=0.8,
+                           s=18, color=colour(variant), alpha=0.8,
                            label=f"{phase} {LABELS[variant]}" if phase == "decode" or variant == REFERENCE else None)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte, counted)")
     ax.set_ylabel("GFLOP/s (measured)")
     ax.set_title(f"{machine['cpu']}, {machine['threads']} thread(s), {machine['date']}", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")  # above the memory roof nothing can sit
+    ax.legend(fontsize=7, loc="lower right")  # clear of the ridge corner, where the points gather
     return save(fig, path)
 
 
@@ -67,8 +66,8 @@ def decode_latency(info: dict, path: Path) -> Path:
             if not mine:
                 continue
             batches = [r["batch"] for r in mine]
-            ax.plot(batches, [r["ms"] for r in mine], marker="o", ms=3, color=COLORS[variant], label=LABELS[variant])
-            ax.plot(batches, [r["roofline_ms"] for r in mine], ls="--", color=COLORS[variant], lw=0.8)
+            ax.plot(batches, [r["ms"] for r in mine], marker="o", ms=3, color=colour(variant), label=LABELS[variant])
+            ax.plot(batches, [r["roofline_ms"] for r in mine], ls="--", color=colour(variant), lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.grid(True, alpha=0.3)

@@ -40,8 +40,8 @@ EVIDENCE = {
     "paper_t4": Source("paper", "Ye et al., Table 4: contextual hallucination (GPT-4o judge), e.g. XSum 0.53 vs 0.44, "
                                 "Qasper 0.39 vs 0.28 (DIFF V1 vs Transformer, 3B, 350B tokens)"),
     "paper_t5": Source("paper", "Ye et al., Table 5: top-1 attention logit 38.8 (DIFF V1) vs 318.0; Fig. 8: DIFF keeps "
-                                "HellaSwag accuracy with attention logits quantized down to 8 bits (as read off the "
-                                "figure; some summaries say 6), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
+                                "HellaSwag accuracy with attention logits quantized to low bit widths (the exact width, "
+                                "8 or 6 bits, depends on how the figure is read), and 4-bit DIFF is about as accurate as the 6-bit Transformer"),
     "paper_f3": Source("paper", "Ye et al., §3.2 and Fig. 3, two experiments: 830M-13.1B models on 10B tokens, where "
                                 "DIFF V1 matches the Transformer with about 62% of the parameters; and 3B models trained "
                                 "up to 360B tokens, where it matches it with about 64% of the tokens"),
@@ -136,7 +136,7 @@ def measured_ops(path: Path | None = None) -> dict | None:
         rows = bench["attention_ops"]
         shape = rows[0]["shape"]
         times = {row["op"]: row["fwd_bwd_ms"] for row in rows if row["shape"] == shape and "fwd_bwd_ms" in row}
-        ratios = {op: ms / times["baseline"] for op, ms in times.items() if op != REFERENCE}
+        ratios = {op: ms / times[REFERENCE] for op, ms in times.items() if op != REFERENCE}
     except (OSError, ValueError, KeyError, IndexError, TypeError, ZeroDivisionError):
         return None
     return {"file": _shown(path), "device": bench.get("device"), "dtype": bench.get("dtype"), "date": bench.get("date"),
@@ -162,7 +162,7 @@ def measured_decode(folder: Path | None = None) -> dict | None:
             rows = [r for r in info["decode"] if r["batch"] == 1 and "ms" in r]
             context = max(r["context"] for r in rows)
             steps = {r["variant"]: r["ms"] for r in rows if r["context"] == context}
-            ratios = {v: ms / steps["baseline"] for v, ms in steps.items() if v != REFERENCE}
+            ratios = {v: ms / steps[REFERENCE] for v, ms in steps.items() if v != REFERENCE}
             load = max(x[0] for x in info["load_average"].values() if x)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError):
             continue
@@ -182,7 +182,7 @@ def measured_warmstart(path: Path | None = None) -> dict | None:
         summary = json.loads(path.read_text())
         design, arms = summary["design"], summary["arms"]
         gaps = {arm: {"mean": a["loss_minus_baseline"]["mean"], "ci95": a["loss_minus_baseline"]["ci95"]}
-                for arm, a in arms.items() if arm != REFERENCE}
+                for arm, a in arms.items() if arm != REFERENCE}  # the arm that trained the baseline on
         beat = any(s["minus_null"]["above"] for a in arms.values() for s in a["seeds"])
         return {"file": _shown(path), "task": design["task"], "preset": design["preset"], "seeds": len(design["seeds"]),
                 "steps": (design["pretrain_steps"], design["continue_steps"]), "gap": gaps, "beats_null": beat,

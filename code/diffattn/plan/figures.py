@@ -167,4 +167,4 @@ def budget_cost(layers: dict, tokens: int) -> dict:
     rows = {v: r for v, r in layers["variants"].items() if r["applicable"]}
     total = {v: 3 * r["forward_flops_per_token"]["total"] * tokens for v, r in rows.items()}
     return {"tokens": tokens, "training_flops": total,
-            "excess_vs_baseline": {v: total[v] / total["baseline"] - 1 for v in total if v != REFERENCE}}
+            "excess_vs_baseline": {v: total[v] / total[REFERENCE] - 1 for v in total if v != REFERENCE}}

@@ -88,7 +88,7 @@ def verdict(mode: str, hallucination: str) -> tuple[str, list[Rule]]:
                  "in summarisation and QA and retrieve multiple needles better; V2 publishes no such evaluation, so "
                  "its hallucination benefit is untested for V2", ("paper_t4", "paper_t2", "paper_f5", HYPOTHESIS)),
             Rule("the same V1 models have far smaller attention-logit outliers and keep their accuracy with attention "
-                 "logits quantized down to 8 bits (as read off the paper's figure; some summaries say 6), which matters if the model "
+                 "logits quantized to low bit widths (8 or 6 bits, depending on how the paper's Fig. 8 is read), which matters if the model "
                  "will be served quantized; untested for V2", ("paper_t5", HYPOTHESIS)),
             Rule("before pretraining the switch discards no trained weights; no published run converts a trained "
                  "model to V1 or V2 and reports a quality gain", ("convert_axolotl", "dex")),

@@ -142,7 +142,7 @@ class ModelConfig:
         require_counts(hidden=self.hidden, heads=self.heads, head_dim=self.head_dim, layers=self.layers, kv_heads=kv_heads)
         ffn = swiglu_width(self.hidden) if self.ffn is None else self.ffn
         require_counts(ffn=ffn, **({} if self.vocab is None else {"vocab": self.vocab}))
-        for variant in VARIANTS:
+        for variant in variants.ATTENTION:  # the kinds; a derived variant is checked where it is asked for
             if not (self.head_dim_free and variants.get(variant).base.paired_heads):
                 check_layout(variant, self.heads, self.head_dim, kv_heads, self.hidden, self.head_dim_free)
         object.__setattr__(self, "kv_heads", kv_heads)  # frozen: resolve the defaults once, here
@@ -282,7 +282,8 @@ def accounting_table(config: ModelConfig, context: int = 131072, bytes_per_value
     require_counts(context=context, bytes_per_value=bytes_per_value)
     geometry = (config.heads, config.head_dim, config.kv_heads)
     params, kv_cache = {}, {}
-    for variant in VARIANTS:
+    shown = [v for v in VARIANTS if variants.fits(v, config.heads, config.kv_heads)]  # a variant that fits the shape
+    for variant in shown:
         layer = layer_params(config, variant)
         params[variant] = {
             **attention_components(variant, config.hidden, *geometry),
@@ -293,7 +294,7 @@ def accounting_table(config: ModelConfig, context: int = 131072, bytes_per_value
         per_token = kv_cache_bytes_per_token(variant, config.layers, *geometry, bytes_per_value)
         kv_cache[variant] = {"bytes_per_token": per_token, "bytes_at_context": per_token * context}
     flops, decode = {}, {}
-    for row, (variant, kernel) in KERNEL_ROWS.items():
+    for row, (variant, kernel) in ((r, vk) for r, vk in KERNEL_ROWS.items() if vk[0] in shown):
         flops[row] = forward_flops_per_token(config, variant, context, kernel)
         read = decode_kv_read_bytes(variant, *geometry, bytes_per_value, kernel) * config.layers
         decode[row] = {
@@ -322,7 +323,7 @@ def human_bytes(n: float) -> str:
 def format_table(table: dict) -> str:
     """The text form of `accounting_table`: parameters by component, KV cache, FLOPs, decode traffic."""
     c, params, flops, decode = table["config"], table["params"], table["flops_per_token"], table["decode"]
-    columns, kernel_rows = list(VARIANTS), list(KERNEL_ROWS)
+    columns, kernel_rows = list(params), list(flops)  # the variants that fit the table's shape
 
     def counts(key: str) -> list[str]:
         return [f"{params[v][key]:,}" if params[v][key] else "-" for v in columns]

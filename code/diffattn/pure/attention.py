@@ -92,7 +92,7 @@ def diff_attention_v2(q1: Rows, q2: Rows, k: Rows, v: Rows, lambda_logits: float
 
 
 def logit_difference_weights(q1: Rows, k1: Rows, q2: Rows, k2: Rows, lam: float, causal: bool = False) -> Matrix:
-    """softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d): the formula in seed document 003. **Not** differential attention.
+    """softmax((q1 k1ᵀ − λ·q2 k2ᵀ)/√d): a common misreading of DIFF. **Not** differential attention.
 
     It subtracts logits before one softmax, so its rows are a probability distribution (non-negative, sum 1): it
     can never cancel the noise floor that lesson 01 measures. Kept only so lesson 02 can put it beside the real thing.

@@ -13,16 +13,15 @@ Sizes follow lesson 04: every variant is sized from one baseline layer of `heads
 
 Adding a variant (CONTRIBUTING.md, "Add a variant"): `register(VariantSpec(...))`. A kind names its torch module as
 "package.module:Class"; the class's `from_config(config, depth)` builds it from a GPTConfig (named, not imported,
-so that this module stays free of torch).
+so that this module stays free of torch; diffattn.model.gpt imports it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from diffattn.core.errors import ConfigError, require
 
@@ -60,6 +59,7 @@ class VariantSpec:
 
     name: str
     label: str  # in tables and figures
+    colour: str = ""  # in figures (a matplotlib colour); "": one from matplotlib's cycle by registration order
     kind: str = ""  # "" for a kind; else the kind a derived variant is built from
     module: str = ""  # kind: "package.module:Class" whose Class.from_config(config, depth) builds the torch module
     heads_factor: int = 1  # derived: its query heads per baseline query head
@@ -67,17 +67,22 @@ class VariantSpec:
     components: Components | None = None  # kind: one attention module's weights
     cache: Callable[[int, int, int], CacheLayout] | None = None  # kind: (heads, head_dim, kv_heads) → per-token cache
     calls: Callable[[int, int, int, str], tuple[KernelCall, ...]] | None = None  # kind: + kernel → one layer's calls
+    # What the kind's module does (a derived variant takes them from its kind: read them through `base`)
     paired_heads: bool = False  # V1: h/2 heads of two d-wide maps and one 2d value: even counts, h·d = D always
     maps_per_head: int = 1  # attention maps per GPTConfig query head (V2: 2, each pair subtracted into one head)
-    kernels: tuple[str, ...] = ("two_call",)  # kind: the kernel paths (KERNELS) that can run it; the first by default
+    kernels: tuple[str, ...] = ("two_call",)  # the kernel paths (KERNELS) that can run it; the first by default
     lambda_kind: str = ""  # "" none; "per_layer" one learned λ per layer (V1); "gate" σ(λ) per token and head (V2)
-    kernel_rows: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # lesson 04/12 rows: row → (kernel, label)
+    # the rows of lessons 04 and 12's FLOP and decode tables: row → (kernel, label); default one row, the variant's
+    kernel_rows: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require(self.name.isidentifier(), f"a variant's name is an identifier (got {self.name!r})")
         require((self.kind == "") == bool(self.module and self.components and self.cache and self.calls),
                 f"variant {self.name}: a kind has a module and its arithmetic, a derived variant names its kind")
         require(self.heads_factor >= 1 and self.kv_factor >= 1, f"variant {self.name}: head factors are >= 1")
+        own = (self.paired_heads, self.maps_per_head, self.kernels, self.lambda_kind)
+        require(not self.kind or own == (False, 1, ("two_call",), ""),
+                f"variant {self.name}: paired_heads, maps_per_head, kernels and lambda_kind are its kind's")
 
     @property
     def kind_name(self) -> str:
@@ -87,11 +92,6 @@ class VariantSpec:
     def base(self) -> VariantSpec:
         """The kind whose module and arithmetic this variant uses (itself, for a kind)."""
         return get(self.kind_name)
-
-    def module_class(self) -> Any:
-        """The torch module class, imported on demand."""
-        path, _, name = self.base.module.partition(":")
-        return getattr(importlib.import_module(path), name)
 
     def rows(self) -> dict[str, tuple[str, str]]:
         """Rows of the FLOP and decode tables: row → (kernel, label); V1 has one per official kernel path."""
@@ -141,6 +141,19 @@ ATTENTION = Names(lambda spec: not spec.kind)  # the kinds
 LABELS = Labels()
 
 
+def colour(name: str) -> str:
+    """The variant's colour in every figure: its own, or matplotlib's cycle colour of its place in the registry."""
+    spec = get(name)
+    return spec.colour or f"C{list(_REGISTRY).index(name) % 10}"
+
+
+def fits(name: str, heads: int, kv_heads: int) -> bool:
+    """Whether `name` can be built on a baseline of `heads` query heads over `kv_heads` KV heads."""
+    spec = get(name)
+    ok = (heads * spec.heads_factor) % (kv_heads * spec.kv_factor) == 0
+    return ok and (not spec.base.paired_heads or (heads % 2 == 0 and kv_heads % 2 == 0))
+
+
 def get(name: str) -> VariantSpec:
     """The variant called `name`; one-line ConfigError naming the registered ones otherwise."""
     if name not in _REGISTRY:
@@ -158,7 +171,9 @@ def register(spec: VariantSpec) -> VariantSpec:
 
 @contextlib.contextmanager
 def registered(spec: VariantSpec) -> Iterator[VariantSpec]:
-    """`register` for the length of a with-block (a test's or a notebook's own variant)."""
+    """`register` for the length of a with-block (a test's or a notebook's own variant). It lives in this process
+    only: runs trained in a pool of worker processes (`diffattn study`, `sweep`, `warmstart`) need it registered in
+    pure/variants.py itself."""
     register(spec)
     try:
         yield spec
@@ -200,7 +215,8 @@ def _baseline_components(hidden: int, heads: int, head_dim: int, kv_heads: int) 
 
 
 def _v1_components(hidden: int, heads: int, head_dim: int, kv_heads: int) -> dict:
-    # h/2 heads × 2 maps × d = h·d queries (the baseline's); K: h_kv/2 heads of 2d = h_kv·d; V the same; W_O h·d → D
+    # h/2 heads × 2 maps × d = h·d queries (the baseline's); K: h_kv/2 heads of 2d = h_kv·d; V the same;
+    # W_O reads h·d → D
     return {**_baseline_components(hidden, heads, head_dim, kv_heads),
             "lambda_vectors": 4 * head_dim,  # λ_q1, λ_k1, λ_q2, λ_k2 ∈ R^d: one λ per layer, shared by all heads
             "subln": 2 * head_dim}  # RMSNorm(2d) weight, one (2d,) vector shared by all heads
@@ -209,7 +225,7 @@ def _v1_components(hidden: int, heads: int, head_dim: int, kv_heads: int) -> dic
 def _v2_components(hidden: int, heads: int, head_dim: int, kv_heads: int) -> dict:
     # 2h query heads; each pair is subtracted before W_O, so W_O reads h·d (not 2h·d as the 2h baseline's does)
     return {**_baseline_components(hidden, heads, head_dim, kv_heads), "q_proj": hidden * 2 * heads * head_dim,
-            "lambda_proj": hidden * heads}  # W_λ: D → h, so λ_t = σ(W_λ x_t) per token and per output head
+            "lambda_proj": hidden * heads}  # W_λ: D → h: λ_t = W_λ x_t, and σ(λ_t) per token and output head
 
 
 def _plain_cache(heads: int, head_dim: int, kv_heads: int) -> CacheLayout:
@@ -238,14 +254,15 @@ def _v1_calls(heads: int, head_dim: int, kv_heads: int, kernel: str) -> tuple[Ke
     return (KernelCall(pairs, kv_pairs, d, d),) * 4  # multihead_flashdiff_2: v split in d halves, each map run twice
 
 
-register(VariantSpec("baseline", "baseline", module="diffattn.nn.attention:MultiheadAttention",
+register(VariantSpec("baseline", "baseline", colour="tab:blue", module="diffattn.nn.attention:MultiheadAttention",
                      components=_baseline_components, cache=_plain_cache, calls=_baseline_calls))
-register(VariantSpec("baseline_2h", "2h heads", kind="baseline", heads_factor=2))
-register(VariantSpec("diff_v1", "DIFF V1", module="diffattn.nn.attention:DiffAttentionV1",
+register(VariantSpec("baseline_2h", "2h heads", colour="tab:cyan", kind="baseline", heads_factor=2))
+register(VariantSpec("diff_v1", "DIFF V1", colour="tab:orange", module="diffattn.nn.attention:DiffAttentionV1",
                      components=_v1_components, cache=_v1_cache, calls=_v1_calls, paired_heads=True, kernels=KERNELS,
                      lambda_kind="per_layer",
-                     kernel_rows={"diff_v1_2call": ("two_call", "V1 2-call"), "diff_v1_4call": ("four_call", "V1 4-call")}))
-register(VariantSpec("diff_v2", "DIFF V2", module="diffattn.nn.attention:DiffAttentionV2",
+                     kernel_rows={"diff_v1_2call": ("two_call", "V1 2-call"),
+                                  "diff_v1_4call": ("four_call", "V1 4-call")}))
+register(VariantSpec("diff_v2", "DIFF V2", colour="tab:green", module="diffattn.nn.attention:DiffAttentionV2",
                      components=_v2_components, cache=_plain_cache, calls=_v2_calls, maps_per_head=2,
                      lambda_kind="gate"))
 # Lessons 09-11 evaluate one shipped checkpoint per kind (outputs/models/): these three, whatever else is registered

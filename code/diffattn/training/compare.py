@@ -29,7 +29,7 @@ from diffattn.data import make_task
 from diffattn.core.errors import ConfigError, one_line
 from diffattn.core.hardware import cpu_name, datasheet_peak
 from diffattn.model.gpt import GPT, parameter_breakdown
-from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS
+from diffattn.pure.variants import REFERENCE, LABELS, VARIANTS, colour
 from diffattn.core.results import write_json_atomic
 from diffattn.training.runs import finished, train_fresh
 from diffattn.core.stats import mean_std
@@ -231,17 +231,16 @@ def plot(results: dict[str, Any], path: Path) -> Path:
     fig, axes = new_figure(width=12.8 if timed else 9.6, height=4.0)
     fig.clf()
     panels = fig.subplots(1, 3 if timed else 2)
-    colours = dict(zip(VARIANTS, ("tab:blue", "tab:cyan", "tab:orange", "tab:green")))
     for name, r in results["variants"].items():
         for i, run in enumerate(r["runs"]):
             label = LABELS[name] if i == 0 else None
-            panels[0].plot(run["curve"]["tokens"], run["curve"]["val_loss"], color=colours[name], label=label, alpha=0.8)
+            panels[0].plot(run["curve"]["tokens"], run["curve"]["val_loss"], color=colour(name), label=label, alpha=0.8)
             if timed:
-                panels[1].plot(run["curve"]["time_s"], run["curve"]["val_loss"], color=colours[name], alpha=0.8)
+                panels[1].plot(run["curve"]["time_s"], run["curve"]["val_loss"], color=colour(name), alpha=0.8)
             for key, style in (("lambda", "-"), ("sigma_lambda", "--")):
                 if key in run:
                     for layer, values in enumerate(zip(*run[key])):
-                        panels[-1].plot(run["curve"]["tokens"], values, style, color=colours[name], alpha=0.4 + 0.6 *
+                        panels[-1].plot(run["curve"]["tokens"], values, style, color=colour(name), alpha=0.4 + 0.6 *
                                         layer / max(1, len(run[key][0]) - 1),
                                         label=(f"{LABELS[name]} {'λ' if key == 'lambda' else 'mean σ(λ)'}"
                                                if i == 0 and layer == 0 else None))

@@ -77,7 +77,8 @@ from diffattn.training.warmstart.convert import convert
 from diffattn.training.warmstart.lora import lora_only, trainable_parameters
 
 TASK = "rebind"
-ARMS = ("baseline", "diff_v2", "diff_v1", "lora")
+CONTINUED = REFERENCE  # the arm that trains the pretrained baseline on, unconverted: every other arm's comparison
+ARMS = (CONTINUED, "diff_v2", "diff_v1", "lora")
 LABELS = {"baseline": "baseline, trained on", "diff_v2": "→ DIFF V2", "diff_v1": "→ DIFF V1",
           "lora": "→ V2, LoRA-only"}
 SEEDS = RETRIEVAL_SEEDS
@@ -120,7 +121,7 @@ def starting_model(arm: str, run: Run):
     """The arm's model at step 0 and the pretraining's train config."""
     base, config = load_model(run.out)
     _, c = run.configs()
-    if arm == REFERENCE:
+    if arm == CONTINUED:
         return base.train(), c
     task = make_task(c.task, c.seq_len, options=c.task_options)
     calibration, _ = task.batch(c.batch_size, c.seq_len, torch.Generator().manual_seed(CALIBRATION_SEED + run.seed))
@@ -247,12 +248,12 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
                 "curve": [{k: p[k] for k in ("step", "val_loss", "val_accuracy")} for p in r["curve"]],
                 "final_answered": last["val_answered"],  # each validation query, 1 answered: for the criterion
                 "minus_null": clustered_difference(flags(last), null, groups),
-                "minus_baseline": None if arm == REFERENCE else clustered_difference(flags(last), flags(base_last), groups),
+                "minus_baseline": None if arm == CONTINUED else clustered_difference(flags(last), flags(base_last), groups),
             })
         arms[arm] = {"seeds": per_seed,
                      "final_loss": t_interval([p["final"]["val_loss"] for p in per_seed]),
                      "final_accuracy": t_interval([p["final"]["val_accuracy"] for p in per_seed])}
-        if arm != REFERENCE:
+        if arm != CONTINUED:
             base = arms["baseline"]["seeds"]
             arms[arm]["loss_minus_baseline"] = t_interval(
                 [p["final"]["val_loss"] - b["final"]["val_loss"] for p, b in zip(per_seed, base)])

@@ -1,5 +1,5 @@
 """Lesson 13: the course's models in and out of Hugging Face transformers, logits kept (a dev-only extra,
-`pip install transformers` with DiffLlama and `rope_parameters`, i.e. version 5; imported inside the functions).
+`pip install -e '.[hf]'` (transformers with DiffLlama and `rope_parameters`, i.e. version 5; imported inside the functions).
 
     to_hf(model)         course baseline → LlamaForCausalLM, course DIFF V1 → DiffLlamaForCausalLM
     from_hf(net)         LlamaForCausalLM → course baseline (a starting point for `convert`), DiffLlama → course V1
