@@ -24,7 +24,7 @@ help:
 	@echo "make test-slow   also run the tests marked slow"
 	@echo "make site        the course as a static site in build/site/html (lessons, executed notebooks, explorer; offline)"
 	@echo "make browser-deps  Chromium + chromedriver for the browser tests (Debian/Ubuntu, as root; CI runs it)"
-	@echo "make lessons-sync  rewrite the numbers quoted in lessons/ from outputs/numbers.json"
+	@echo "make lessons-sync  rewrite what lessons/src/ and docs/src/ quote, then render lessons/ and docs/"
 	@echo "make new-lesson NN=14 SLUG=roofline  scaffold a lesson's markdown, notebook, experiment, exercise and test"
 	@echo "make train-small the cpu-small results of lessons 08-11 (about an hour on 2 cores; commit outputs/)"
 	@echo "make gpu-check   the prepared GPU run (scripts/gpu_check.sh); make gpu-rehearsal runs it on CPU"

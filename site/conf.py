@@ -57,7 +57,7 @@ lessons/*
 :caption: Reproducibility notes and answers
 :glob:
 lessons/notes/*
-lessons/answers/*
+%s
 ```
 
 ```{toctree}
@@ -72,7 +72,8 @@ notebooks/*
 :caption: Reference
 %s
 ```
-""" % "\n".join(path.removesuffix(".md") for path in REFERENCE)
+""" % ("lessons/answers/*" if (ROOT / "lessons" / "answers").is_dir() else "",  # a handout may leave them out
+       "\n".join(path.removesuffix(".md") for path in REFERENCE))
 LINK = re.compile(r"\[([^\]]+)\]\(([^)\s#]+)\)")
 EXPLORER = ROOT / "site" / "explorer.html"
 

@@ -8,6 +8,7 @@ exercises/ are the canonical stubs (tests/grading/stubs/) whatever the checkout'
 from __future__ import annotations
 
 import ast
+import re
 import json
 import os
 import shutil
@@ -209,5 +210,12 @@ def test_an_instructor_can_keep_the_answers(tmp_path):
     build_from_head(checkout, kept, answers=False)
     build_from_head(checkout, shipped)
     assert not (kept / "lessons" / "answers").exists() and (shipped / "lessons" / "answers" / "01.md").is_file()
+    assert not (kept / "lessons" / "src" / "answers").exists()
     text = next((kept / "lessons").glob("01-*.md")).read_text()
     assert "(answers/01.md)" not in text and "answers (from your instructor)" in text
+    linked = [p.name for p in (checkout / "lessons").rglob("*.md") if "](../tests/wrong/" in p.read_text()
+              or "](../../tests/wrong/" in p.read_text()]
+    assert linked, "no lesson links a known-wrong answer: this check would check nothing"
+    for name in linked:  # links into what a handout leaves out become their words
+        assert not [p for p in kept.rglob(name) if "tests/wrong/)" in p.read_text()
+                    or re.search(r"\]\([./]*tests/wrong/", p.read_text())], name

@@ -16,17 +16,15 @@ import pytest
 
 from diffattn import lessons as experiments
 from diffattn.cli import render_output
-from diffattn.cli.lessons_command import quoting_files
+from diffattn.lessons import clean
 from diffattn.lessons.quotes import block_diff, check_text, format_like, sync_text, tagged_keys
 from diffattn.core.numberkinds import disagreements, edge_cases
 from diffattn.core.results import load_numbers, numbers_path
-from tests.test_lesson_text import REWRITTEN
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted(p for p in (ROOT / "lessons").glob("[0-9][0-9]-*.md") if not p.name.startswith("00"))
 SECTIONS = ["What you will learn", "The problem", "The math", "Build it", "Run it", "Check yourself", "Exercises",
             "Key terms", "Further reading", "You can now"]
-OLDER = [s for s in SECTIONS if s not in ("Check yourself", "You can now")]  # a lesson not yet rewritten
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)")
 
 
@@ -42,7 +40,7 @@ def test_every_registered_lesson_has_a_lesson_file():
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_follows_the_template(path: Path):
-    sections = SECTIONS if path.name[:2] in REWRITTEN else OLDER
+    sections = SECTIONS
     headings = [line[3:].strip() for line in path.read_text().splitlines() if line.startswith("## ")]
     found = [s for s in sections if any(h.startswith(s) for h in headings)]
     assert found == sections, f"{path.name}: missing or out of order: {[s for s in sections if s not in found]}"
@@ -62,7 +60,7 @@ def test_relative_links_resolve(path: Path):
     assert not missing, f"{path.name} links to missing files: {missing}"
 
 
-@pytest.mark.parametrize("path", quoting_files(), ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", clean.sources(ROOT) + [ROOT / "README.md"], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_lesson_numbers_match_outputs(path: Path, numbers):
     problems = check_text(path, path.read_text(), numbers, render_output, experiments.number_kinds)
     assert not problems, "\n".join(map(str, problems)) + "\n(run `make course`, review, then `make lessons-sync`)"

@@ -117,3 +117,35 @@ def test_the_comparison_finder_sees_each_form(tmp_path):
     sample = tmp_path / "probe.py"
     sample.write_text('a = x == "diff_v1"\nb = "baseline" != y\nc = z in ("baseline_2h", "q")\nd = x == "other"\n')
     assert [h.split(":")[1] for h in _name_comparisons(sample)] == ["1", "2", "3"]
+
+
+def test_a_variant_that_does_not_fit_a_shape_is_left_out_of_its_tables(toy):
+    """The toy needs twice the baseline's KV heads, which an MHA baseline (h_kv = h) cannot give: lesson 04's table
+    and lesson 07's matched models leave it out there, and every other variant still builds."""
+    assert not variants.fits("baseline_2kv", 32, 32) and variants.fits("baseline_2kv", 32, 8)
+    table = accounting.accounting_table(accounting.ModelConfig(hidden=256, heads=4, head_dim=64, layers=1))
+    assert "baseline_2kv" not in table["params"] and "2× KV heads" not in accounting.format_table(table)
+    assert "baseline_2kv" not in matched_configs(GPTConfig(n_layer=1, d_model=64, n_head=4, n_kv_head=4))
+    assert build_configs("gpu-small", "baseline", device="cpu")[0].n_head == 12  # 12 over 12 KV heads: no toy there
+
+
+def test_each_variant_has_its_own_colour_and_kind_fields_stay_with_the_kind(toy):
+    colours = [variants.colour(n) for n in variants.VARIANTS]
+    assert len(set(colours)) == len(colours), colours
+    with pytest.raises(ConfigError, match="are its kind's"):
+        VariantSpec("v1_pairs", "V1 again", kind="diff_v1", lambda_kind="per_layer")
+    assert variants.get("baseline_2h").base.lambda_kind == "" and variants.get("diff_v1").base.paired_heads
+
+
+def test_the_eval_command_hands_every_option_to_the_library():
+    """`diffattn eval` resolves its options once into EvalOptions: every field has an option of that name."""
+    import dataclasses
+
+    from diffattn.cli import build_parser
+    from diffattn.cli.eval_command import options
+    from diffattn.eval.kinds import EvalOptions
+
+    args = build_parser().parse_args(["eval", "suite", "--preset", "cpu-tiny", "--samples", "3", "--bits", "8,4"])
+    opts = options(args)
+    assert isinstance(opts, EvalOptions) and (opts.preset, opts.samples, opts.bits) == ("cpu-tiny", 3, "8,4")
+    assert {f.name for f in dataclasses.fields(EvalOptions)} <= set(vars(args))

@@ -1,11 +1,6 @@
 """`diffattn eval KIND --ckpt DIR [--json PATH]`: one evaluation of lessons 09-11 on one checkpoint.
 
-    retrieval     multi-needle accuracy per (N, R), context length and depth, with 95% intervals clustered by
-                  example and the null models beside each (diffattn.data.nulls)
-    allocation    shares of |effective attention| on the answer record and on the haystack, per layer and head
-    outliers      top-1 and median |attention logit| and |hidden state| per layer, on the checkpoint's validation data
-    quantize      retrieval accuracy (and validation loss) with attention logits quantized to each --bits width
-    lambda-sweep  retrieval accuracy, answer share and answer loss with λ (V1) or σ(λ) (V2) changed at inference
+    retrieval, allocation, outliers, quantize, lambda-sweep: diffattn.eval.kinds says what each measures
     suite         every kind above on the `needles` checkpoints of --preset (trained when missing), JSON per variant and
                   kind in --out (default outputs/eval/<preset>/); with --seeds S also retrieval on seeds 1…S-1; then
                   summary.json (machine, wall time, 4-6-needle accuracy per seed): what `make train-small` and

@@ -21,7 +21,8 @@ NAME = "lessons"
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(NAME, help="check or rewrite the numbers quoted in lessons/*.md and README.md")
+    p = sub.add_parser(NAME, help="check or rewrite the numbers, outputs and code quoted in lessons/src/ and docs/src/, "
+                                  "and render them to lessons/ and docs/")
     p.add_argument("action", choices=["check", "sync"])
     return p
 
@@ -52,6 +53,13 @@ def quoting_files() -> list[Path]:
     return clean.sources(root) + [root / "README.md"] * (root / "README.md").exists()
 
 
+def quotes_lessons(path: Path, wanted: Sequence[str]) -> bool:
+    """Whether `path` is one of the `wanted` lessons' files or quotes a number of one of them (docs/ does)."""
+    from diffattn.lessons.quotes import tagged_keys
+
+    return path.name[:2] in wanted or any(key[:2] in wanted for key in tagged_keys(path.read_text()))
+
+
 def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> list:
     """Quoted numbers that disagree with outputs/; with `wanted`, only in those lessons' files."""
     from diffattn import lessons
@@ -59,7 +67,7 @@ def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> li
 
     numbers, render = load_numbers(), renderer(main)
     problems = []
-    files = quoting_files() if wanted is None else [p for p in quoting_files() if p.name[:2] in wanted]
+    files = quoting_files() if wanted is None else [p for p in quoting_files() if quotes_lessons(p, wanted)]
     for path in files:
         try:
             problems += check_text(path, path.read_text(), numbers, render, lessons.number_kinds)
@@ -67,8 +75,7 @@ def lesson_mismatches(main: Callable, wanted: Sequence[str] | None = None) -> li
             print(f"skipped {path.name}: {exc}", file=sys.stderr)
     from diffattn.lessons import clean
 
-    problems += [f"{name}: differs from its tagged source under src/ (`make lessons-sync` renders it)"
-                 for name in clean.stale(lessons_dir().parent) if wanted is None or Path(name).name[:2] in wanted]
+    problems += clean.stale(lessons_dir().parent)
     return problems
 
 

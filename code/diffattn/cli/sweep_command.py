@@ -8,7 +8,7 @@ import argparse
 from diffattn.cli.options import require_torch
 from diffattn.core.errors import require
 from diffattn.core.paths import outputs_dir
-from diffattn.core.results import read_json, write_json_atomic
+from diffattn.core.results import read_json
 from diffattn.eval.sweep import STAGES
 
 NAME = "sweep"
@@ -33,11 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     require_torch(NAME)
-    import time
-
     from diffattn.eval import sweep, sweep_report
     from diffattn.training.compare import machine
-    from diffattn.training.runs import finished, train_missing
+    from diffattn.training.runs import finished, train_pass
 
     require(args.jobs > 0, f"--jobs must be > 0 (got {args.jobs})")
     require(args.from_stage <= args.stage, f"--from-stage {args.from_stage} is after --stage {args.stage}")
@@ -53,19 +51,11 @@ def run(args: argparse.Namespace) -> int:
         todo = [] if args.summary_only else [r for r in runs if not finished(r.job())
                                              and (r.name, r.seed) not in earlier]
         if todo:
-            started = time.perf_counter()
-            try:
-                train_missing([r.job() for r in todo], workers=args.jobs, progress=not args.no_progress)
-            except KeyboardInterrupt:
-                print("interrupted: finished runs are kept and are not trained again next time")
+            log = folder / sweep_report.TRAINING_FILE
+            passes = read_json(log)["passes"] if log.is_file() else []
+            if not train_pass([r.job() for r in todo], args.jobs, not args.no_progress, log,
+                              {"stage": stage, "runs_planned": len(runs), "machine": machine()}, passes):
                 return 130
-            finally:  # every pass's wall time, also a pass some runs failed in
-                log = folder / sweep_report.TRAINING_FILE
-                passes = read_json(log)["passes"] if log.is_file() else []
-                passes.append({"stage": stage, "wall_s": time.perf_counter() - started, "runs_trained": len(todo),
-                               "runs_finished": sum(finished(r.job()) for r in todo), "runs_planned": len(runs),
-                               "jobs": args.jobs, "machine": machine()})
-                write_json_atomic(log, {"passes": passes})
     done = [r for r in runs if finished(r.job())]
     require(bool(done), "no sweep run has finished yet: run `diffattn sweep` without --summary-only")
     summary = sweep_report.write(done, folder, figure_folder)

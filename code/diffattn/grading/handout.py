@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -181,6 +182,14 @@ def _strip_lesson(text: str, solutions: dict[str, set[str]], exercise_of: dict[s
     return FENCE.sub(replace, text)
 
 
+def _unlink_left_out(text: str, folder: Path) -> str:
+    """A link into a path the handout leaves out (known-wrong answers, the grader's kit) becomes its plain text."""
+    def replace(link: re.Match) -> str:
+        target = os.path.normpath(folder / link.group(2)).replace(os.sep, "/")
+        return link.group(1) if target.startswith(LEFT_OUT) or target.rstrip("/") + "/" in LEFT_OUT else link.group(0)
+    return re.sub(r"\[([^\]]*)\]\((?!https?://)([^)\s#]+)\)", replace, text)
+
+
 def calls_yours(stub_file: Path, stub: ast.FunctionDef) -> list[str]:
     """The stub's signature and docstring over a body that calls the student's function of the same name (the
     handout's lessons then run on the student's code; diffattn.core.yours). Arguments pass as they came."""
@@ -242,11 +251,13 @@ def _build(root: Path, dest: Path, assignment: list[str] | None, answers: bool) 
         for start, end, stub in sorted(edits, reverse=True):
             lines[start:end] = stub
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for lesson in sorted((dest / "lessons").rglob("*.md")) + [dest / "README.md"]:  # the clean text and its source
+    texts = sorted((dest / "lessons").rglob("*.md")) + sorted((dest / "docs").rglob("*.md")) + [dest / "README.md"]
+    for lesson in texts:  # the clean text and its source
         text = _strip_lesson(lesson.read_text(encoding="utf-8"), solutions, exercise_of)
         if not answers:  # the link to the answers becomes words: "answers (from your instructor)"
             text = re.sub(r"\[([^\]]*)\]\(answers/\d\d\.md\)", r"answers (from your instructor)", text)
-        lesson.write_text(text, encoding="utf-8")
+        folder = Path(*[part for part in lesson.parent.relative_to(dest).parts if part != "src"])  # a source's links
+        lesson.write_text(_unlink_left_out(text, folder), encoding="utf-8")  # are written as its clean copy sees them
     readme = dest / "README.md"
     title, _, rest = readme.read_text(encoding="utf-8").partition("\n")
     readme.write_text(f"{title}\n\n{HANDOUT_NOTE}\n{rest}", encoding="utf-8")

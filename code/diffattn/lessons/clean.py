@@ -45,10 +45,19 @@ def rendered(source: Path) -> Path:
 
 
 def stale(root: Path | None = None) -> list[str]:
-    """The rendered files that differ from their cleaned source (or are missing), as paths relative to the root."""
+    """One line per rendered file that is missing, differs from its cleaned source, or has no source."""
     root = root or repo_root()
-    return [rendered(p).relative_to(root).as_posix() for p in sources(root)
-            if not rendered(p).is_file() or rendered(p).read_text(encoding="utf-8") != clean(p.read_text(encoding="utf-8"))]
+    found = []
+    for source in sources(root):
+        target, name = rendered(source), source.relative_to(root).as_posix()
+        if not target.is_file() or target.read_text(encoding="utf-8") != clean(source.read_text(encoding="utf-8")):
+            found.append(f"{target.relative_to(root).as_posix()} is not the clean text of {name}: edit {name} (an edit "
+                         f"of the clean copy is overwritten), then `make lessons-sync`")
+    made = {rendered(p) for p in sources(root)}
+    found += [f"{p.relative_to(root).as_posix()} has no tagged source under src/: move it there"
+              for tree in TREES for p in sorted((root / tree).rglob("*.md"))
+              if "src" not in p.relative_to(root / tree).parts and p not in made]
+    return found
 
 
 def render_all(root: Path | None = None) -> list[Path]:

@@ -7,8 +7,9 @@
     07-v2-heads.png        DIFF V2: 2h query heads over the baseline's KV heads, pairs subtracted with σ(λ_t)
     12-roofline-decode.png a roofline with each variant's decode step on it (lesson 12's H200 and 8B model)
 
-Each is drawn from the code's own declarations (diffattn.pure.variants, diffattn.pure.roofline), so a change there
-changes the picture; tests/test_diagrams.py draws them all and compares them with the committed ones.
+The KV-cache and roofline diagrams are drawn from the code's declarations (diffattn.pure.variants,
+diffattn.pure.roofline), so a change there changes the picture; the others are schematics of the modules.
+tests/test_diagrams.py draws them all and compares them with the committed ones.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def diff_map(path: Path) -> Path:
 
 def kv_cache(path: Path, heads: int = 32, head_dim: int = 128, kv_heads: int = 8) -> Path:
     """Per token and layer, what each registered variant caches: its KV heads × (key + value widths)."""
-    names = list(variants.VARIANTS)
+    names = [n for n in variants.VARIANTS if variants.fits(n, heads, kv_heads)]
     fig, ax = new_figure(8.0, 0.7 + 0.55 * len(names))
     for row, name in enumerate(names):
         layout = cache_layout(name, heads, head_dim, kv_heads)
@@ -161,7 +162,7 @@ def roofline_decode(path: Path) -> Path:
     ax.loglog(xs, [min(peak, bandwidth * x) for x in xs], color="black", lw=1.5, label="min(peak, bandwidth × I)")
     points = ((4096, 1, "none"), (4096, 64, None), (256, 512, None))
     markers = ("o", "s", "D")
-    for name in variants.VARIANTS:
+    for name in (n for n in variants.VARIANTS if variants.fits(n, LLAMA_8B.heads, LLAMA_8B.kv_heads)):
         for (context, batch, fill), marker in zip(points, markers):
             x = decode_step(LLAMA_8B, name, context, batch, 2).intensity  # bf16 weights and cache
             ax.plot([x], [min(peak, bandwidth * x)], marker, color=variants.colour(name), markerfacecolor=fill,
@@ -185,6 +186,22 @@ DIAGRAMS: dict[str, Callable[[Path], Path]] = {
 }
 
 
+RENDERER = "diagrams-renderer.json"  # beside the diagrams: the matplotlib and FreeType they were drawn with
+
+
+def renderer() -> dict[str, str]:
+    """The text renderer's versions: another FreeType places glyphs a pixel apart, so pixels compare only under one."""
+    import matplotlib
+    from matplotlib import ft2font
+
+    return {"matplotlib": matplotlib.__version__, "freetype": ft2font.__freetype_version__}
+
+
 def draw(lesson: str, folder: Path) -> list[Path]:
-    """The diagrams of lesson `lesson` ("02"), written into `folder`."""
-    return [make(folder / name) for name, make in DIAGRAMS.items() if name.startswith(f"{lesson}-")]
+    """The diagrams of lesson `lesson` ("02"), written into `folder`, and the renderer they were drawn with."""
+    from diffattn.core.results import write_json_atomic
+
+    made = [make(folder / name) for name, make in DIAGRAMS.items() if name.startswith(f"{lesson}-")]
+    if made:
+        write_json_atomic(folder / RENDERER, renderer())
+    return made

@@ -153,10 +153,10 @@ def figures(results: dict, outdir: Path) -> list[Path]:
 
 
 def _params_figure(results, path, new_figure, save):
-    """Stacked attention parameters per layer (7B, GQA-8), with the seed's V2 and the MHA line it was compared with."""
+    """Stacked attention parameters per layer (7B, GQA-8), with the public script's V2 and the MHA line it compares."""
     params = results["tables"]["llama7b_gqa8"]["params"]
     seed = results["seed002"]
-    bars = {LABELS[v]: params[v] for v in VARIANTS}
+    bars = {LABELS[v]: params[v] for v in params}  # the variants the table shows (those that fit its shape)
     bars["a public script's V2\n(W_O doubled)"] = seed["v2_components"]
     stacks = {name: [bar[name] for bar in bars.values()] for name in ("q_proj", "k_proj", "v_proj", "o_proj")}
     stacks["λ and subln (tiny)"] = [sum(bar.get(n, 0) for n in COMPONENTS[4:]) for bar in bars.values()]

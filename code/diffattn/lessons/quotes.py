@@ -26,7 +26,6 @@ from typing import Any, Callable
 
 from diffattn.core.errors import ConfigError
 from diffattn.core.numberkinds import Kind, kind_of, quoted_text
-from diffattn.core.paths import repo_root
 from diffattn.core.results import lookup
 
 # kinds_for("07") -> that lesson's NUMBER_KINDS (patterns → kinds); lessons without one are all Exact
@@ -38,6 +37,7 @@ NUMBER_TAG = re.compile(
 OUTPUT_BLOCK = re.compile(r"<!-- output: (?P<args>[^>]+?) -->\n```text\n(?P<body>.*?)```", re.DOTALL)
 SOURCE_BLOCK = re.compile(r"<!-- source: (?P<path>[\w./-]+\.py):(?P<name>[\w.]+)(?P<nodoc> nodoc)? -->\n```python\n"
                           r"(?P<body>.*?)```", re.DOTALL)
+CHECKOUT = Path(__file__).resolve().parents[3]  # the code shown is this package's own, wherever outputs/ live
 SCALE = {"%": 100.0, "k": 1e-3, "M": 1e-6, "B": 1e-9, "KiB": 2.0**-10, "MiB": 2.0**-20, "GiB": 2.0**-30}
 
 
@@ -100,7 +100,7 @@ def block_diff(found: str, expected: str, args: str, limit: int = 12) -> str:
 def source_of(path: str, name: str, docstring: bool = True) -> str:
     """The definition of `name` (a function, a class, or Class.method) in the repository file `path`, dedented, with
     its decorators; without its docstring when `docstring` is False. ConfigError when either is not there."""
-    file = repo_root() / path
+    file = CHECKOUT / path
     if not file.is_file():
         raise ConfigError(f"source block: no file {path}")
     text = file.read_text()
@@ -142,7 +142,12 @@ def check_text(path: Path, source: str, numbers: dict[str, Any], render_output: 
                                      "<differs>", note="the block differs from what the command prints:\n"
                                      + block_diff(m["body"], expected, m["args"])))
     for m in SOURCE_BLOCK.finditer(source):
-        expected = source_of(m["path"], m["name"], docstring=not m["nodoc"])
+        try:
+            expected = source_of(m["path"], m["name"], docstring=not m["nodoc"])
+        except ConfigError as exc:  # the file or the definition is gone: say so, and check the rest of the file
+            problems.append(Mismatch(path, _line_of(source, m.start()), f"source of {m['path']}:{m['name']}",
+                                     "<block>", "<missing>", note=str(exc)))
+            continue
         if expected != m["body"]:
             problems.append(Mismatch(path, _line_of(source, m.start()), f"source of {m['path']}:{m['name']}",
                                      "<block>", "<differs>", note="the code shown differs from the source; "

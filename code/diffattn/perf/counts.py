@@ -17,7 +17,7 @@ from fractions import Fraction
 import torch
 
 from diffattn.pure import variants as registry
-from diffattn.config import GPTConfig, accounting_model, matched_configs
+from diffattn.config import GPTConfig, accounting_model, matched_config
 from diffattn.model.gpt import GPT
 from diffattn.pure.variants import VARIANTS
 from diffattn.nn.diff_v1_kernel import fuses, scored_pairs
@@ -87,7 +87,7 @@ def flop_counter_check(base: GPTConfig, batch: int, seq: int, backends: tuple[st
     tokens = torch.randint(0, base.vocab_size, (batch, seq), generator=torch.Generator().manual_seed(0))
     for backend in backends:
         for variant in variants:
-            model_config = dataclasses.replace(matched_configs(base)[variant], backend=backend)
+            model_config = dataclasses.replace(matched_config(base, variant), backend=backend)
             torch.manual_seed(0)
             model = GPT(model_config)
             config = accounting_model(model_config, variant)

@@ -20,7 +20,7 @@ import torch
 from diffattn.pure import variants as registry
 from diffattn.pure.variants import REFERENCE
 from diffattn.perf.bench import kernel_that_runs, round_robin
-from diffattn.config import GPTConfig, accounting_model, matched_configs
+from diffattn.config import GPTConfig, accounting_model, matched_config
 from diffattn.core.errors import one_line, require
 from diffattn.model.gpt import GPT
 from diffattn.nn.cache import StaticKVCache
@@ -98,7 +98,7 @@ def _models(base: GPTConfig, variants: tuple[str, ...], capacity: int,
     models = {}
     for variant in variants:
         torch.manual_seed(0)
-        models[variant] = GPT(matched_configs(base)[variant]).to(device).eval()
+        models[variant] = GPT(matched_config(base, variant)).to(device).eval()
     return models
 
 

@@ -132,3 +132,25 @@ def _finished(out: Path, config: dict[str, Any]) -> bool:
     except ConfigError:
         return False
     return state["config"] == config and state["step"] == config["train"]["steps"]
+
+
+def train_pass(jobs: list[Job], workers: int, progress: bool, log: Path, record: dict[str, Any],
+               passes: list[dict]) -> bool:
+    """`train_missing` for one pass of a declared study, its wall time and counts appended to `passes` (with `record`:
+    the pass's stage or groups, and the machine) and written to `log` whatever happens (a pass some runs failed in, or
+    an interrupt: the next pass trains only what is missing). False when interrupted."""
+    import time
+
+    from diffattn.core.results import write_json_atomic
+
+    started = time.perf_counter()
+    try:
+        train_missing(jobs, workers=workers, progress=progress)
+        return True
+    except KeyboardInterrupt:
+        print("interrupted: finished runs are kept and are not trained again next time")
+        return False
+    finally:
+        passes.append({**record, "wall_s": time.perf_counter() - started, "runs_trained": len(jobs),
+                       "runs_finished": sum(finished(job) for job in jobs), "jobs": workers})
+        write_json_atomic(log, {"passes": passes})

@@ -79,7 +79,7 @@ from diffattn.training.warmstart.lora import lora_only, trainable_parameters
 TASK = "rebind"
 CONTINUED = REFERENCE  # the arm that trains the pretrained baseline on, unconverted: every other arm's comparison
 ARMS = (CONTINUED, "diff_v2", "diff_v1", "lora")
-LABELS = {"baseline": "baseline, trained on", "diff_v2": "→ DIFF V2", "diff_v1": "→ DIFF V1",
+LABELS = {CONTINUED: "baseline, trained on", "diff_v2": "→ DIFF V2", "diff_v1": "→ DIFF V1",
           "lora": "→ V2, LoRA-only"}
 SEEDS = RETRIEVAL_SEEDS
 LORA_RANK = 4
@@ -207,7 +207,7 @@ def run_all(jobs: int = 2, progress: bool = True, design: Design = DESIGN) -> di
 def lora_sweep(jobs: int = 2, progress: bool = True, design: Design = DESIGN,
                lrs: tuple[float, ...] = LORA_LRS) -> dict[str, Any]:
     """The LoRA learning-rate check (module docstring): the LoRA arm at each peak lr, the baseline at the design's."""
-    arms = [("baseline", design)] + [("lora", dataclasses.replace(design, continue_lr=lr)) for lr in lrs]
+    arms = [(CONTINUED, design)] + [("lora", dataclasses.replace(design, continue_lr=lr)) for lr in lrs]
     done = continue_all(arms, jobs, progress, design)
     curves = {(r["arm"], r["lr"], r["seed"]): r["curve"] for r in done.pop("results")}
 
@@ -217,7 +217,7 @@ def lora_sweep(jobs: int = 2, progress: bool = True, design: Design = DESIGN,
                 "loss_minus_step0": [end["val_loss"] - start["val_loss"] for start, end in per_seed],
                 "final_accuracy": [end["val_accuracy"] for _, end in per_seed]}
 
-    base = row("baseline", design.continue_lr)
+    base = row(CONTINUED, design.continue_lr)
     lora = {f"{lr:g}": row("lora", lr) for lr in lrs}
     for r in lora.values():  # paired by seed: the same pretrained model and continued batches
         r["loss_minus_baseline"] = t_interval([a - b for a, b in zip(r["final_loss"], base["final_loss"])])
@@ -240,7 +240,7 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
         for s in seeds_of(design):
             r = by[(arm, s)]
             first, last = r["curve"][0], r["curve"][-1]
-            base_last = by[("baseline", s)]["curve"][-1]
+            base_last = by[(CONTINUED, s)]["curve"][-1]
             per_seed.append({
                 "seed": s, "trainable": r["trainable"], "train_s": r["train_s"],
                 "step0": {"val_loss": first["val_loss"], "val_accuracy": first["val_accuracy"]},
@@ -254,7 +254,7 @@ def summarise(results: list[dict[str, Any]], design: Design, timing: dict[str, f
                      "final_loss": t_interval([p["final"]["val_loss"] for p in per_seed]),
                      "final_accuracy": t_interval([p["final"]["val_accuracy"] for p in per_seed])}
         if arm != CONTINUED:
-            base = arms["baseline"]["seeds"]
+            base = arms[CONTINUED]["seeds"]
             arms[arm]["loss_minus_baseline"] = t_interval(
                 [p["final"]["val_loss"] - b["final"]["val_loss"] for p, b in zip(per_seed, base)])
             arms[arm]["accuracy_minus_baseline"] = t_interval(
