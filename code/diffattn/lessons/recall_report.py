@@ -3,7 +3,7 @@ sweep`): the numbers the lesson quotes, without the learning curves, and the lin
 
 from __future__ import annotations
 
-from diffattn.eval.sweep import MECHANISM, VARIANT_LABELS, result_key
+from diffattn.eval.sweep import CONTROL, LR_CELLS, MECHANISM, VARIANT_LABELS, result_key
 
 
 def numbers(summary: dict) -> dict:
@@ -32,9 +32,23 @@ def numbers(summary: dict) -> dict:
             }
     passes = summary.get("training", [])
     return {"centre": summary["centre"], "margin_share": summary["margin_share"], "cells": cells,
+            "seed_test": seed_test(summary),
             "wall_s": sum(p["wall_s"] for p in passes), "runs": sum(v["seeds"] for c in cells.values()
                                                                    for v in c["variants"].values()),
             "machine": passes[-1]["machine"] if passes else {}}
+
+
+def seed_test(summary: dict) -> dict:
+    """Fisher's exact test on the deciding cell's seed counts: DIFF V2's seeds after the pilot seed 0 (which chose the
+    cell) against every seed of baseline_2h, its same-width control. Two-sided; seeds taken as independent draws."""
+    from scipy.stats import fisher_exact
+
+    cell = summary["cells"][LR_CELLS[0].key]["variants"]
+    v2 = [r["learned"] for r in cell["diff_v2"]["runs"] if r["seed"] != 0]
+    control = [r["learned"] for r in cell[CONTROL]["runs"]]
+    table = [[sum(v2), len(v2) - sum(v2)], [sum(control), len(control) - sum(control)]]
+    return {"diff_v2_learned": sum(v2), "diff_v2_seeds": len(v2), "control_learned": sum(control),
+            "control_seeds": len(control), "p_two_sided": float(fisher_exact(table).pvalue)}
 
 
 def lines(sweep: dict) -> list[str]:
