@@ -114,6 +114,7 @@ def test_a_failing_op_is_a_row_with_its_error_and_every_row_is_saved_as_it_ends(
         return ops
 
     monkeypatch.setattr(bench, "attention_ops", with_a_broken_op)
+    monkeypatch.setattr(bench.v1_module, "settings", lambda cores: [bench.v1_module.Setting(1, False)])  # seconds
     saved = []
     info = bench.run("cpu", quick=True, hf=False, saved=lambda partial: saved.append(len(partial["attention_ops"])))
     rows = {r["op"]: r for r in info["attention_ops"]}
@@ -124,4 +125,5 @@ def test_a_failing_op_is_a_row_with_its_error_and_every_row_is_saved_as_it_ends(
     assert saved == [0, 1, 2, 3, 4, 5, 6, 6, 6] and info["calibration"]["gemm_tflops"] > 0  # + V1 module, load
     (module,) = info["v1_module"]  # the V1 module's A/B ran too, on the first shape, without transformers
     assert module["fused_speedup"] > 0 and module["hf_skipped"] == "--no-hf" and "hf_fwd_bwd_ms" not in module
+    assert module["setting"] == "1t" and list(info["load_average"]) == ["start", "ops", "1t", "end"]
     assert "failed: RuntimeError: no kernel for this shape" in bench.format_report(info)

@@ -55,8 +55,9 @@ def usable_cores() -> int:
 # A benchmark cannot beat its own machine: a point faster than the roofline its run measured, an MFU above 100 %, or
 # a kernel far faster than the run's own calibration GEMM means a ceiling was mismeasured (a GEMM slowed by other
 # work, or one so small it times the call overhead), and every ratio built on it is suspect. A 1-minute load average
-# at or above the cores the run could use means other work shared them while it ran. Such a run is marked
-# `"reliable": false` with its reasons, and no lesson or plan quotes it.
+# at or above the cores the run could use means other work shared them while it ran; a run that records the threads
+# it kept busy itself (`"load_own"` per sample: threads on every core, a deliberate spinner) may reach those plus
+# less than one core. Such a run is marked `"reliable": false` with its reasons, and no lesson or plan quotes it.
 
 ROOFLINE_SLACK = 1.05  # ceilings are medians of a few calls: a point within 5 % above one is timing noise
 FAR_BELOW = 2.0  # a kernel at twice the run's own GEMM rate: the GEMM did not measure the machine
@@ -75,18 +76,27 @@ def _load_reasons(info: dict, cores: int | None) -> list[str]:
     loads = info.get("load_average")
     if not isinstance(loads, dict):
         return []
-    peaks = [(values[0], part) for part, values in loads.items() if isinstance(values, (list, tuple)) and values]
-    if not peaks:
-        return []
+    own = info.get("load_own") if isinstance(info.get("load_own"), dict) else {}
     usable = _cores(info, cores)
-    load, part = max(peaks)
-    if load < (usable or 1):  # no count recorded: judged against one core, the least a machine has
+    reasons = []
+    for part, values in loads.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            continue
+        mine = own.get(part)
+        # a part that names the threads the run kept busy itself (a multi-thread bench, a deliberate spinner) may
+        # show them plus less than one core of other work; one that names none is judged against the cores alone
+        allowed = max(usable or 1, mine + 1) if isinstance(mine, int) and mine > 1 else usable or 1
+        if values[0] >= allowed:
+            reasons.append((values[0], part, mine if allowed > (usable or 1) else None))
+    if not reasons:
         return []
+    load, part, mine = max(reasons, key=lambda reason: reason[0])
+    beside = f" beside the run's own {mine} busy threads" if mine else ""
     if usable is None:
-        return [f"1-minute load average {load:.2f} (at '{part}') and no core count recorded: at or above one core, "
-                "other work may have shared the cores while it ran"]
-    return [f"1-minute load average {load:.2f} (at '{part}') with {usable} usable core(s): other work shared the "
-            "cores while it ran"]
+        return [f"1-minute load average {load:.2f} (at '{part}') and no core count recorded: at or above one core"
+                f"{beside}, other work may have shared the cores while it ran"]
+    return [f"1-minute load average {load:.2f} (at '{part}') with {usable} usable core(s){beside}: other work shared "
+            "the cores while it ran"]
 
 
 def _points(info: dict) -> list[dict]:

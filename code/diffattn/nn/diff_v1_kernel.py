@@ -15,13 +15,13 @@ Forward FLOPs per head, causal: q kᵀ twice (2·½N²·d·2) + P V once (½N²�
 The backward recomputes each block's P from the saved log-sum-exp, as FlashAttention does, so nothing N×N is kept.
 Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together), so a block's maps stay in cache.
 
-`diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) when PyTorch runs
-on one thread, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
-decode measurements). One thread, because its first version, fused at any thread count, ran 1.6-4.2x slower than the
-four calls at 2 threads while another process kept one core busy (lesson 12, "Only on one thread"); the likely
-reason, not profiled: it makes a few dozen small eager operations per block, each a parallel region on more threads.
-The course's lessons, tests and graders run on one thread; `bench --threads 1` or OMP_NUM_THREADS=1 gives it to other
-commands.
+`diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) at any torch
+thread count, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
+decode measurements), and torch.compile keeps the two calls, which Inductor fuses itself. Its first version, which
+kept the two maps in separate tensors, ran 0.24-0.62x the four calls' speed at 2 threads while another process kept
+one core busy (a few dozen small eager operations per block, each a parallel region that waits for every thread), so
+it was kept to one thread for a while. Stacking the maps halved those operations; `diffattn bench` times the present
+version at 1, 2 and all usable threads, idle and with one core busy (lesson 12's notes, "Every thread count").
 `separate_maps()` switches the fused kernel off: the "before" of the README's A/B and of `bench`.
 """
 
@@ -38,7 +38,9 @@ from torch.autograd.function import once_differentiable
 from diffattn.core.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
-BLOCK_ROWS = 64  # query rows per block; of 16-256, 64 was fastest for a prototype on the 2-core Xeon (by hand, not kept)
+# query rows per block: 64 was fastest of 16-256 for a prototype on one thread (2-core Xeon, by hand, not kept), and
+# at 2 threads within 0.05x of the best of 64-512 (lesson 12's notes, "Every thread count")
+BLOCK_ROWS = 64
 
 _FUSE = True  # read on every call; `separate_maps()` clears it
 
@@ -57,9 +59,9 @@ def separate_maps() -> Iterator[None]:
 
 def fuses(q: Tensor, k: Tensor, v: Tensor, backend: str = "auto") -> bool:
     """Whether `diff_v1_attention` runs the fused kernel for these tensors."""
-    # is_compiling first: under torch.compile it is a constant, while get_num_threads would break the graph
+    # not under torch.compile: the kernel reads λ with .item(), a graph break, and Inductor fuses the two calls itself
     return (_FUSE and not torch.compiler.is_compiling() and q.device.type == "cpu"
-            and q.dtype in (torch.float32, torch.float64) and q.shape[1] > 1 and torch.get_num_threads() == 1
+            and q.dtype in (torch.float32, torch.float64) and q.shape[1] > 1
             and resolve_backend(q, k, v, backend) == "sdpa")
 
 

@@ -7,6 +7,9 @@
     training.py   training tokens/s and MFU of the presets
     suite.py      `diffattn bench roofline`: all of the above in one run, one JSON, with the machine named
     plots.py      the log–log roofline and the decode figure
+    bench.py      `diffattn bench attention`: calibration and attention ops (lesson 06)
+    v1_module.py  our V1 module against transformers' DiffLlama at 1, 2 and all threads, idle and one core busy
+    timing.py     medians of repeated calls, steps timed in turn; load.py: load samples and a core kept busy
 
 Timings are reported, never asserted: tests check structure and arithmetic.
 """

@@ -1,12 +1,12 @@
 """Benchmarks: timings are reported, never asserted (lesson 06, README "Benchmarks").
 
-    diffattn bench                 CPU: calibration, attention ops, our V1 module fused vs four calls vs
-                                             Hugging Face DiffLlama (when transformers is installed)
+    diffattn bench                 CPU: calibration, attention ops, then our V1 module fused vs four calls vs
+                                   transformers' DiffLlama (when installed) at 1, 2 and all threads (`v1_module`)
     diffattn bench --device cuda   GPU: calibration (copy GB/s, bf16 GEMM TFLOP/s) + attention ops in bf16
 
 Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error. The JSON says
 whether the run can be believed (`diffattn.core.hardware.reliability`: the calibration GEMM not far below the attention
-kernels it timed, a load average below the usable cores) as `"reliable"` and `"reasons"`; the report warns when not.
+kernels it timed, a load average below the usable cores beside the run's own threads) as `"reliable"` and `"reasons"`; the report warns when not.
 
 Attention-op TFLOP/s use the FlashAttention benchmark convention (Dao-AILab/flash-attention,
 benchmarks/benchmark_flash_attention.py and hopper/benchmark_attn.py, `flops()`): forward = 2·B·H_q·S_q·S_k·
@@ -16,7 +16,6 @@ actually computes, so V1's four-call path is charged for computing q kᵀ twice.
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -26,7 +25,7 @@ from torch import Tensor
 
 from diffattn.config import PRESETS
 from diffattn.core.errors import one_line
-from diffattn.core.hardware import cpu_name, load_average, reliability, usable_cores, warning_line
+from diffattn.core.hardware import cpu_name, reliability, usable_cores, warning_line
 from diffattn.nn.diff_v1_kernel import diff_v1_attention, fuses
 from diffattn.nn.kernels import (
     attention,
@@ -36,6 +35,9 @@ from diffattn.nn.kernels import (
     split_value_attention,
     value_slices,
 )
+from diffattn.perf import v1_module
+from diffattn.perf.load import LoadLog
+from diffattn.perf.timing import time_call
 
 
 @dataclass(frozen=True)
@@ -57,39 +59,6 @@ _GPU_SMALL = PRESETS["gpu-small"]
 GPU_SHAPES = (Shape(8, 2048, 16, 128, 16), Shape(4, 4096, 16, 128, 4), Shape(16, 1024, 32, 64, 8),
               Shape(_GPU_SMALL.train.batch_size, _GPU_SMALL.train.seq_len, _GPU_SMALL.model.n_head,
                     _GPU_SMALL.model.head_dim, _GPU_SMALL.model.n_kv_head))
-
-
-def time_call(fn: Callable[[], object], device: torch.device, warmup: int = 3, iters: int = 10) -> float:
-    """Median seconds per call; CUDA work is synchronised before each clock read."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def round_robin(steps: dict[str, Callable[[], None]], repeats: int,
-                sync: Callable[[], None] = lambda: None) -> dict[str, float]:
-    """Median seconds per call of each step, timed in turn (a, b, c, a, b, c, ...) after one warm-up call each, so
-    that a shared machine's load drift hits every variant alike instead of whichever ran last. `sync` waits for
-    queued device work (torch.cuda.synchronize on a GPU, where a call returns before its kernels finish)."""
-    for step in steps.values():
-        step()
-    sync()
-    samples: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, step in steps.items():
-            started = time.perf_counter()
-            step()
-            sync()
-            samples[name].append(time.perf_counter() - started)
-    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def kernel_that_runs(q: Tensor, k: Tensor, v: Tensor) -> str:
@@ -188,56 +157,6 @@ def bench_attention_ops(shapes: tuple[Shape, ...], device: torch.device, dtype: 
     return rows
 
 
-def bench_v1_module(s: Shape, iters: int, hf: bool = True) -> dict:
-    """Forward+backward of our DiffAttentionV1 on CPU in fp32: fused (`diff_v1_kernel`, the default) and with
-    `separate_maps()` (the four d-wide SDPA calls it replaced), and transformers' DiffLlamaAttention on the same config
-    when transformers is installed and `hf` (a dev-only comparison, never a dependency). All timed in turn
-    (`round_robin`).
-
-    Same d_model, d, λ parameters and causal masking; HF counts heads as d-wide Q/K heads (2× ours) and runs two
-    SDPA calls over all of them with V split in halves.
-    """
-    from diffattn.nn.attention import DiffAttentionV1
-    from diffattn.nn.diff_v1_kernel import separate_maps
-    from diffattn.nn.rope import rope_cos_sin
-
-    torch.manual_seed(0)
-    ours = DiffAttentionV1(s.d_model, depth=0, num_heads=s.heads // 2, num_kv_heads=s.kv_heads // 2)
-    x = torch.randn(s.batch, s.seq, s.d_model, requires_grad=True)
-    our_rope = rope_cos_sin((0, s.seq), s.head_dim)
-
-    def separate_step() -> None:
-        with separate_maps():
-            ours(x, our_rope).sum().backward()
-
-    steps = {"ours": lambda: ours(x, our_rope).sum().backward(), "ours_separate": separate_step}
-    result: dict = {"shape": vars(s)}
-    try:
-        if not hf:
-            raise ImportError
-        import transformers
-        from transformers import DiffLlamaConfig
-        from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
-    except ImportError:
-        result["hf_skipped"] = ("transformers is not installed (pip install -e '.[hf]')" if hf else
-                                "--no-hf")
-    else:
-        config = DiffLlamaConfig(hidden_size=s.d_model, num_attention_heads=s.heads, num_key_value_heads=s.kv_heads,
-                                 head_dim=s.head_dim, max_position_embeddings=s.seq, attention_dropout=0.0)
-        config._attn_implementation = "sdpa"
-        theirs = DiffLlamaAttention(config, layer_idx=0)
-        hf_rope = DiffLlamaRotaryEmbedding(config)(x, torch.arange(s.seq)[None])
-        steps["hf"] = lambda: theirs(x, position_embeddings=hf_rope, attention_mask=None)[0].sum().backward()
-        result["transformers"] = transformers.__version__
-    seconds = round_robin(steps, repeats=2 * iters)
-    result |= {f"{name}_fwd_bwd_ms": t * 1e3 for name, t in seconds.items()}
-    result["fused_speedup"] = seconds["ours_separate"] / seconds["ours"]
-    if "hf" in seconds:
-        result |= {"speedup_vs_hf": seconds["hf"] / seconds["ours"],
-                   "separate_speedup_vs_hf": seconds["hf"] / seconds["ours_separate"]}
-    return result
-
-
 def calibrate(device: torch.device) -> dict:
     """Practical ceilings of this run's machine: copy bandwidth (read + write) and a square GEMM on random data,
     CUDA: 1 GiB and 8192³ in bf16 (the MFU denominator scripts/gpu_check.sh reports beside the datasheet's); CPU:
@@ -255,12 +174,16 @@ def calibrate(device: torch.device) -> dict:
 
 def run(device: str = "cpu", quick: bool = False, hf: bool = True,
         saved: Callable[[dict], None] = lambda info: None) -> dict:
-    """Calibration, attention ops, the V1 module's A/B with DiffLlama (CPU); `saved(info)` after every part and op."""
+    """Calibration and attention ops at torch's present thread count, then (CPU) the V1 module against DiffLlama at
+    1, 2 and all usable threads, idle and with one core busy (`v1_module.sweep`); `saved(info)` after every part and
+    op. The load is sampled after each part with the threads the run itself kept busy (`perf.load`)."""
     dev = torch.device(device)
     iters = 3 if quick else 10
     info = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_name(),
             "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "usable_cores": usable_cores(), "load_average": {"start": load_average()}}
+            "usable_cores": usable_cores()}
+    log = LoadLog(info)
+    log.sample("start")
     written = saved
 
     def saved(partial: dict) -> None:  # every file written carries the verdict on what it holds so far
@@ -268,6 +191,7 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
         written(partial)
 
     shapes, dtype = (GPU_SHAPES, torch.bfloat16) if dev.type == "cuda" else (CPU_SHAPES, torch.float32)
+    log.phase(info["threads"] if dev.type == "cpu" else 1)
     try:
         info["calibration"] = calibrate(dev)
     except Exception as exc:  # noqa: BLE001  the ops are still worth timing
@@ -276,12 +200,11 @@ def run(device: str = "cpu", quick: bool = False, hf: bool = True,
     info["attention_ops"] = []
     saved(info)
     bench_attention_ops(shapes[:1] if quick else shapes, dev, dtype, iters, info["attention_ops"], lambda: saved(info))
+    log.sample("ops")
     if dev.type == "cpu":
         info["v1_module"] = []
-        for s in CPU_SHAPES[:1] if quick else CPU_SHAPES:
-            info["v1_module"].append(bench_v1_module(s, iters, hf))
-            saved(info)
-    info["load_average"]["end"] = load_average()
+        v1_module.sweep(CPU_SHAPES[:1] if quick else CPU_SHAPES, iters, hf, log, info["v1_module"], lambda: saved(info))
+    log.sample("end")
     saved(info)
     return info
 
@@ -308,15 +231,5 @@ def format_report(info: dict) -> str:
         lines.append(f"{shape:<24}{r['op']:<15}{r['fwd_ms']:>9.2f}{r['fwd_bwd_ms']:>12.2f}"
                      f"{r['fwd_tflops']:>10.3f}{r['fwd_bwd_tflops']:>10.3f}{r['fwd_executed_tflops']:>10.3f}"
                      f"  {r['kernel']}")
-    for r in info.get("v1_module", []):
-        s = r["shape"]
-        line = (f"V1 module fwd+bwd, B={s['batch']} S={s['seq']} d_model={s['heads'] * s['head_dim']}: fused "
-                f"{r['ours_fwd_bwd_ms']:.1f} ms, four calls {r['ours_separate_fwd_bwd_ms']:.1f} ms "
-                f"(fused {r['fused_speedup']:.2f}× as fast)")
-        if "hf_fwd_bwd_ms" in r:
-            line += (f"; HF DiffLlamaAttention (transformers {r['transformers']}) {r['hf_fwd_bwd_ms']:.1f} ms: "
-                     f"fused {r['speedup_vs_hf']:.2f}×, four calls {r['separate_speedup_vs_hf']:.2f}× its speed")
-        else:
-            line += f"; HF DiffLlama skipped ({r['hf_skipped']})"
-        lines.append(line)
+    lines += v1_module.report(info.get("v1_module", []))
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from diffattn.perf.bench import time_call
+from diffattn.perf.timing import time_call
 from diffattn.core.hardware import load_average  # noqa: F401  (ceilings.load_average, as the scripts call it)
 from diffattn.core.errors import require
 

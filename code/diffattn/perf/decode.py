@@ -19,7 +19,8 @@ import torch
 
 from diffattn.pure import variants as registry
 from diffattn.pure.variants import REFERENCE
-from diffattn.perf.bench import kernel_that_runs, round_robin
+from diffattn.perf.bench import kernel_that_runs
+from diffattn.perf.timing import round_robin
 from diffattn.config import GPTConfig, accounting_model, matched_config
 from diffattn.core.errors import one_line, require
 from diffattn.model.gpt import GPT
