@@ -118,12 +118,12 @@ def test_the_fused_kernel_is_not_used_where_it_does_not_apply(case):
 
 @pytest.mark.parametrize("n_threads", [2, 3])
 def test_the_fused_kernel_runs_at_every_thread_count_with_the_same_numbers(n_threads):
-    """The default on a laptop's cores, not only on one thread: at 2 and 3 torch threads the kernel runs, and its
-    outputs and gradients still equal the four calls' in fp64."""
+    """The default on a laptop's cores, not only on one thread: at 2 and 3 torch threads the kernel runs, in its
+    taller blocks, and its outputs and gradients still equal the four calls' in fp64."""
     from diffattn.nn.cpu import threads
 
     with threads(n_threads):
-        assert torch.get_num_threads() == n_threads
+        assert torch.get_num_threads() == n_threads and diff_v1_kernel.block_rows() == diff_v1_kernel.BLOCK_ROWS_THREADED
         q, k, v, _, _ = tensors(SHAPES[1])
         assert fuses(q, k, v)
         assert largest_gap(SHAPES[1]) <= 1e-12 and largest_gap(SHAPES[-1]) <= 1e-12

@@ -13,7 +13,8 @@ lets the maps be combined before V instead:
 
 Forward FLOPs per head, causal: q kᵀ twice (2·½N²·d·2) + P V once (½N²·2d·2) = 4N²d, half the four calls' 8N²d.
 The backward recomputes each block's P from the saved log-sum-exp, as FlashAttention does, so nothing N×N is kept.
-Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together), so a block's maps stay in cache.
+Blocks hold about BLOCK_ROWS query rows (all query heads of a KV group together; BLOCK_ROWS_THREADED on more than
+one thread), so a block's maps stay in cache.
 
 `diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) at any torch
 thread count, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
@@ -38,9 +39,17 @@ from torch.autograd.function import once_differentiable
 from diffattn.core.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
-# query rows per block: 64 was fastest of 16-256 for a prototype on one thread (2-core Xeon, by hand, not kept), and
-# at 2 threads within 0.05x of the best of 64-512 (lesson 12's notes, "Every thread count")
+# Query rows per block. One thread: 64, fastest of 16-256 for a prototype (2-core Xeon, by hand, not kept). More
+# threads: 128, where every operation is a parallel region and fewer, larger ones wait less for a descheduled thread
+# (lesson 12's notes, "Every thread count": with one core busy, 64 rows fell below the four calls in 4 of 8 runs).
 BLOCK_ROWS = 64
+BLOCK_ROWS_THREADED = 128
+
+
+def block_rows() -> int:
+    """The block height for torch's present thread count."""
+    return BLOCK_ROWS if torch.get_num_threads() == 1 else BLOCK_ROWS_THREADED
+
 
 _FUSE = True  # read on every call; `separate_maps()` clears it
 
@@ -95,15 +104,15 @@ def diff_v1_attention(q: Tensor, k: Tensor, v: Tensor, lam: Tensor, backend: str
 def scored_pairs(n: int, n_k: int, group: int) -> int:
     """(query position, key) pairs the kernel scores per query head and map: whole blocks of positions against every
     key up to each block's last (FlopCounterMode sees these, lesson 12)."""
-    return sum(width * keys for _, keys, width in _Blocks(n, n_k, group, torch.device("cpu")))
+    return sum(width * keys for _, keys, width in _Blocks(n, n_k, group, block_rows(), torch.device("cpu")))
 
 
 class _Blocks:
     """The query blocks of a causal (N·r rows) × N_k problem, and the mask of each block's last `size` keys."""
 
-    def __init__(self, n: int, n_k: int, r: int, device: torch.device) -> None:
-        self.n, self.n_k, self.r = n, n_k, r
-        self.size = max(1, BLOCK_ROWS // r)  # query positions per block
+    def __init__(self, n: int, n_k: int, r: int, rows: int, device: torch.device) -> None:
+        self.n, self.n_k, self.r, self.rows = n, n_k, r, rows
+        self.size = max(1, rows // r)  # query positions per block
         # query t of a block sees key c of the block's diagonal square iff c ≤ t: (size·r, size), True = hidden
         self.hidden = torch.ones(self.size, self.size, dtype=torch.bool, device=device).triu_(1).repeat_interleave(r, 0)
 
@@ -130,7 +139,7 @@ class _FusedDiffV1(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q12: Tensor, k12: Tensor, v: Tensor, lam: Tensor, r: int) -> Tensor:
-        blocks = _Blocks(q12.shape[3] // r, k12.shape[3], r, q12.device)
+        blocks = _Blocks(q12.shape[3] // r, k12.shape[3], r, block_rows(), q12.device)
         lam_value = lam.to(q12.dtype).item()  # rounded to the tensors' dtype, as the two-call path rounds it
         out = q12.new_empty(*q12.shape[1:-1], v.shape[-1])
         lse = q12.new_empty(*q12.shape[:-1], 1)
@@ -138,14 +147,14 @@ class _FusedDiffV1(torch.autograd.Function):
             p, lse[..., rows, :] = blocks.probabilities(q12, k12, rows, keys, width, None)
             out[:, :, rows] = p[0].sub_(p[1], alpha=lam_value) @ v[:, :, :keys]  # (A1 − λA2) V: V applied once
         ctx.save_for_backward(q12, k12, v, lam, lse)
-        ctx.r = r
+        ctx.r, ctx.rows = r, blocks.rows  # the backward walks the same blocks, whatever the thread count is by then
         return out
 
     @staticmethod
     @once_differentiable  # its in-place steps have no second derivative: say so instead of failing inside them
     def backward(ctx, grad_out: Tensor):
         q12, k12, v, lam, lse = ctx.saved_tensors
-        blocks = _Blocks(q12.shape[3] // ctx.r, k12.shape[3], ctx.r, q12.device)
+        blocks = _Blocks(q12.shape[3] // ctx.r, k12.shape[3], ctx.r, ctx.rows, q12.device)
         lam_value, scale = lam.to(q12.dtype).item(), 1.0 / math.sqrt(q12.shape[-1])
         # dA1 = dP and dA2 = −λ dP; with the 1/√d of S = q kᵀ/√d: dS1 = scale·(…), dS2 = −λ·scale·(…)
         factor = torch.tensor([scale, -lam_value * scale], dtype=q12.dtype, device=q12.device).view(2, 1, 1, 1, 1)
