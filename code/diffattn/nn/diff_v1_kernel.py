@@ -97,7 +97,8 @@ def diff_v1_attention(q: Tensor, k: Tensor, v: Tensor, lam: Tensor, backend: str
     # KV group position-major: row p·r + j is query head j of the group at position p
     q12 = q.view(b, n, h_kv, r, 2, d).permute(4, 0, 2, 1, 3, 5).reshape(2, b, h_kv, n * r, d)
     k12 = k.view(b, k.shape[1], h_kv, 2, d).permute(3, 0, 2, 1, 4).contiguous()  # (2, b, h_kv, N_k, d)
-    out = _FusedDiffV1.apply(q12, k12, v.transpose(1, 2).contiguous(), lam, r)  # (b, h_kv, N·r, 2d)
+    kernel = _FusedDiffV1 if torch.get_num_threads() == 1 else _FusedDiffV1Threads
+    out = kernel.apply(q12, k12, v.transpose(1, 2).contiguous(), lam, r)  # (b, h_kv, N·r, 2d)
     return out.view(b, h_kv, n, r, 2 * d).permute(0, 2, 1, 3, 4).reshape(b, n, h, 2 * d)
 
 
@@ -115,6 +116,13 @@ class _Blocks:
         self.size = max(1, rows // r)  # query positions per block
         # query t of a block sees key c of the block's diagonal square iff c ≤ t: (size·r, size), True = hidden
         self.hidden = torch.ones(self.size, self.size, dtype=torch.bool, device=device).triu_(1).repeat_interleave(r, 0)
+
+    def bias(self, dtype: torch.dtype) -> Tensor:
+        """The mask as an additive bias, laid out so that `bias[:width·r, n_k + width − keys : n_k + width]` is a
+        block's: zeros over the keys every row sees, then the diagonal square's −inf above its diagonal."""
+        square = torch.zeros(self.hidden.shape, dtype=dtype, device=self.hidden.device).masked_fill_(self.hidden,
+                                                                                                     float("-inf"))
+        return torch.cat([square.new_zeros(square.shape[0], self.n_k), square], dim=1)
 
     def __iter__(self) -> Iterator[tuple[slice, int, int]]:
         """(rows, keys seen, positions in the block); keys before the diagonal square are seen by every row."""
@@ -174,3 +182,63 @@ class _FusedDiffV1(torch.autograd.Function):
             dq12[..., rows, :] = ds @ k12[..., :keys, :]
             dk12[..., :keys, :] += ds.transpose(-1, -2) @ q12[..., rows, :]  # sums over the group's query heads too
         return dq12, dk12, dv, dlam.to(lam.dtype), None
+
+
+class _FusedDiffV1Threads(torch.autograd.Function):
+    """The same arithmetic in fewer, larger operations per block, for more than one torch thread, where every operation
+    is a parallel region that waits for all threads: q scaled once, the mask added inside the q kᵀ product (baddbmm),
+    one softmax with no saved log-sum-exp (the backward recomputes the same softmax), dV and dK accumulated in place,
+    and the per-map factors of dS (1 and −λ) applied once after the loop. Sums run in another order than the one-thread
+    kernel's, so the last bits differ; lessons run on one thread. Shapes as `_FusedDiffV1`."""
+
+    @staticmethod
+    def forward(ctx, q12: Tensor, k12: Tensor, v: Tensor, lam: Tensor, r: int) -> Tensor:
+        _, b, h_kv, nr, d = q12.shape
+        n_k, bh = k12.shape[3], b * h_kv
+        blocks = _Blocks(nr // r, n_k, r, block_rows(), q12.device)
+        lam_value = lam.to(q12.dtype).item()
+        q3 = (q12 * (1.0 / math.sqrt(d))).reshape(2 * bh, nr, d)  # maps 1 and 2 of every (batch, KV head), stacked
+        k3, v3 = k12.reshape(2 * bh, n_k, d), v.reshape(bh, n_k, v.shape[-1])
+        bias = blocks.bias(q12.dtype)
+        out = q12.new_empty(bh, nr, v.shape[-1])
+        for rows, keys, width in blocks:
+            p = _softmax_block(q3, k3, bias, rows, keys, width, n_k, r).view(2, bh, -1, keys)
+            out[:, rows] = torch.bmm(torch.sub(p[0], p[1], alpha=lam_value), v3[:, :keys])  # (A1 − λA2) V
+        ctx.save_for_backward(q3, k3, v3, lam)
+        ctx.r, ctx.rows, ctx.shapes = r, blocks.rows, (q12.shape, v.shape)
+        return out.view(b, h_kv, nr, v.shape[-1])
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        q3, k3, v3, lam = ctx.saved_tensors
+        q_shape, v_shape = ctx.shapes
+        _, b, h_kv, nr, d = q_shape
+        n_k, bh = k3.shape[1], b * h_kv
+        blocks = _Blocks(nr // ctx.r, n_k, ctx.r, ctx.rows, q3.device)
+        lam_value = lam.to(q3.dtype).item()
+        bias, g = blocks.bias(q3.dtype), grad_out.reshape(bh, nr, v_shape[-1])
+        dq3, dk3, dv = torch.empty_like(q3), torch.zeros_like(k3), torch.zeros_like(v3)  # dS's factors come last
+        dlam = torch.zeros((), dtype=torch.float64)
+        for rows, keys, width in blocks:
+            p = _softmax_block(q3, k3, bias, rows, keys, width, n_k, ctx.r).view(2, bh, -1, keys)
+            g_rows = g[:, rows]
+            dv[:, :keys].baddbmm_(torch.sub(p[0], p[1], alpha=lam_value).transpose(1, 2), g_rows)  # dV += Pᵀ dO
+            dp = torch.bmm(g_rows, v3[:, :keys].transpose(1, 2))  # dP = dO Vᵀ
+            weighted = p * dp  # dP ⊙ A per map
+            row_sums = weighted.sum(-1, keepdim=True)
+            dlam -= row_sums[1].sum(dtype=torch.float64)  # dλ = −Σ dP ⊙ A2
+            ds = weighted.addcmul_(p, row_sums, value=-1).view(2 * bh, -1, keys)  # A ⊙ (dP − rowsum), before factors
+            dq3[:, rows] = torch.bmm(ds, k3[:, :keys])
+            dk3[:, :keys].baddbmm_(ds.transpose(1, 2), q3[:, rows])  # q3 holds the 1/√d already
+        factor = torch.tensor([1.0, -lam_value], dtype=q3.dtype, device=q3.device).view(2, 1, 1, 1)
+        dq12 = (dq3.view(2, bh, nr, d) * (factor / math.sqrt(d))).view(q_shape)
+        dk12 = (dk3.view(2, bh, n_k, d) * factor).view(2, b, h_kv, n_k, d)
+        return dq12, dk12, dv.view(v_shape), dlam.to(lam.dtype), None
+
+
+def _softmax_block(q3: Tensor, k3: Tensor, bias: Tensor, rows: slice, keys: int, width: int, n_k: int,
+                   r: int) -> Tensor:
+    """softmax(q kᵀ/√d + mask) of a block's rows over keys [0, keys), both maps: (2·b·h_kv, rows, keys)."""
+    mask = bias[: width * r, n_k + width - keys: n_k + width]
+    return torch.softmax(torch.baddbmm(mask, q3[:, rows], k3[:, :keys].transpose(1, 2)), dim=-1)
