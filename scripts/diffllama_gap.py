@@ -17,7 +17,7 @@ convention (torch.manual_seed(seed) before the weights, a data generator seeded 
 diffattn.training.loop.train_step for one process without accumulation (summed CE / counted targets, global-norm clip
 1.0), since train_step expects a diffattn GPT. The models are transformers' own, configured so that
 DiffLlama's attention is the course's V1 (num_attention_heads = h_base d-wide heads, i.e. h_base/2 differential
-heads; num_key_value_heads = h_kv, i.e. h_kv/2 KV groups with 2d-wide values; as in diffattn.perf.bench.bench_v1_module).
+heads; num_key_value_heads = h_kv, i.e. h_kv/2 KV groups with 2d-wide values; as in diffattn.perf.v1_module.compare).
 The known differences from the course's models are listed in MISMATCHES and written into the JSON.
 
 transformers is a dev-only tool here (pip install transformers), never a dependency of the diffattn package; without it

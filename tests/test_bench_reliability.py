@@ -222,6 +222,7 @@ KNOWN_UNRELIABLE = {
     "gqa-packing-intel-xeon-processor-avx512-1t-2026-12-03-run1": "1-minute load average 5.45 (at 'end') with 2",
     "gqa-packing-intel-xeon-processor-avx512-1t-2026-12-03-run2": "1-minute load average 5.45 (at 'start') with 2",
     "v1-fused-intel-xeon-processor-2t-2026-12-03-one-core-busy": "1-minute load average 2.97 (at 'end') with 2",
+    "v1-threads-amd-epyc-2026-12-06-run2": "1-minute load average 2.28 (at 'start') with 2",
 }
 
 

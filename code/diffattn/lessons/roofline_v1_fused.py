@@ -12,9 +12,14 @@ from diffattn.core.paths import outputs_dir
 from diffattn.lessons.roofline_packing import joined, load_range
 from diffattn.perf.v1_module import Setting
 
-# Two runs of the command, a minute apart, on the course machine of 2026-12-06 (2-core AMD EPYC, AVX-512)
-RUNS = {"run1": "v1-threads-amd-epyc-2026-12-06-run3",
-        "run2": "v1-threads-amd-epyc-2026-12-06-run4"}
+# Two runs of the command, each once the load had settled, on the course machine of 2026-12-06 (2-core AMD EPYC)
+RUNS = {"run7": "v1-threads-amd-epyc-2026-12-06-run7",
+        "run8": "v1-threads-amd-epyc-2026-12-06-run8"}
+# The same command that day with the kernels that came before the threaded one, above one thread: the one-thread
+# kernel in its 64-row blocks, then in 128-row blocks (lesson 12's notes, "Every thread count")
+EARLIER = {"rows64": {"run1": "v1-threads-amd-epyc-2026-12-06-run1", "run2": "v1-threads-amd-epyc-2026-12-06-run2",
+                      "run3": "v1-threads-amd-epyc-2026-12-06-run3", "run4": "v1-threads-amd-epyc-2026-12-06-run4"},
+           "rows128": {"run5": "v1-threads-amd-epyc-2026-12-06-run5", "run6": "v1-threads-amd-epyc-2026-12-06-run6"}}
 # The kernel's first version (commit 2f699d9: the maps in two tensors) at 2 threads, idle and with one core busy,
 # on a 2-core Xeon: why it was once kept to one thread
 FIRST_VERSION = {"idle": "v1-fused-intel-xeon-processor-2t-2026-12-03-idle",
@@ -74,12 +79,13 @@ def run() -> dict:
     runs = _read(RUNS)
     for r in runs.values():
         r["targets_met"] = targets_met(r)
-    return {**runs, "first_version": _read(FIRST_VERSION)}
+    return {**runs, "earlier": {kernel: _read(folders) for kernel, folders in EARLIER.items()},
+            "first_version": _read(FIRST_VERSION)}
 
 
 def report(results: dict) -> list[str]:
     runs = {name: results[name] for name in RUNS}
-    both, first = joined(runs), results["run1"]
+    both, first = joined(runs), runs[next(iter(RUNS))]
     m = first["machine"]
     lines = ["", f"DIFF V1 fused vs four calls vs DiffLlamaAttention ({' / '.join(runs)}; diffattn bench): "
              f"{m['cpu']}, torch {m['torch']}, transformers {m['transformers']}, {m['date']}, load average "
@@ -96,13 +102,26 @@ def report(results: dict) -> list[str]:
             lines.append(f"  {label:<14}{Setting(threads, busy).label:<26}{pick('fused_ms', '.1f'):>16}"
                          f"{pick('four_call_ms', '.1f'):>16}{pick('hf_ms', '.1f'):>16}{pick('fused_speedup', '.2f'):>17}"
                          f"{pick('speedup_vs_hf', '.2f'):>15}{pick('four_call_speedup_vs_hf', '.2f'):>13}")
-    ops = both(lambda r: "/".join(f"{row['op_speedup']:.2f}" for row in r["settings"][f"{m['threads']}t"].values()))
-    lines.append(f"  attention op alone at {m['threads']} threads, fused / 4 calls, per shape: {ops}")
-    goals = ", ".join(f"≥ {v:.2f}× DiffLlama at {k}" for k, v in TARGET_VS_HF.items())
-    verdict = "; ".join(f"{name} " + both(lambda r: "met" if r["targets_met"][name] else "NOT met")
+    shape_names = list(next(iter(first["settings"].values())))
+    ops = ", ".join(f"{name.removeprefix('b').replace('_s', '×')} "
+                    + both(lambda r: format(r["settings"][f"{m['threads']}t"][name]["op_speedup"], ".2f"))
+                    for name in shape_names)
+    lines.append(f"  attention op alone at {m['threads']} threads, fused / 4 calls: {ops}")
+    words = {"1t": "on 1 thread", "2t": "on 2 threads", "2t_busy": "with a core busy"}
+    goals = " and ".join(f"≥ {v:.2f}× DiffLlama {words[k]}" for k, v in TARGET_VS_HF.items())
+    verdict = "; ".join(f"{words.get(name, name)} " + both(lambda r: "met" if r["targets_met"][name] else "NOT met")
                         for name in first["targets_met"])
-    lines.append(f"  (speed-ups are time ratios; shape = batch×seq, d_model; targets {goals} (1t = 1 thread), "
+    lines.append(f"  (speed-ups are time ratios; shape = batch×seq, d_model. Targets: fused {goals}, "
                  f"≥ {TARGET_BUSY_VS_FOUR_CALLS:.2f}× the four calls with a core busy: {verdict})")
+    for kernel, earlier in results["earlier"].items():
+        def cells(key: str, setting: str) -> str:
+            return "; ".join(", ".join(f"{s[key]:.2f}" for s in r["settings"][setting].values())
+                             for r in earlier.values())
+        lines.append(f"  before, 2 threads, the one-thread kernel in {kernel.removeprefix('rows')}-row blocks "
+                     f"({', '.join(earlier)}; reliable: " + ", ".join("yes" if r["reliable"] else "no"
+                                                                      for r in earlier.values())
+                     + f"), per run and shape: vs HF idle {cells('speedup_vs_hf', '2t')}; fused / 4 calls, core busy "
+                     f"{cells('fused_speedup', '2t_busy')}")
     old = results["first_version"]
     lines.append("  2 threads, the kernel's first version (commit 2f699d9, a 2-core Xeon), fused / 4 calls: "
                  + "; ".join(f"{name.replace('_', ' ')} " + " / ".join(f"{s['fused_speedup']:.2f}"

@@ -18,11 +18,12 @@ one thread), so a block's maps stay in cache.
 
 `diff_v1_attention` picks this kernel for CPU fp32/fp64 with more than one query (training, prefill) at any torch
 thread count, and otherwise runs the two attention calls; a decode step keeps SDPA's packed GQA call (lesson 12's
-decode measurements), and torch.compile keeps the two calls, which Inductor fuses itself. Its first version, which
-kept the two maps in separate tensors, ran 0.24-0.62x the four calls' speed at 2 threads while another process kept
-one core busy (a few dozen small eager operations per block, each a parallel region that waits for every thread), so
-it was kept to one thread for a while. Stacking the maps halved those operations; `diffattn bench` times the present
-version at 1, 2 and all usable threads, idle and with one core busy (lesson 12's notes, "Every thread count").
+decode measurements), and torch.compile keeps the two calls, which Inductor fuses itself. One thread runs
+`_FusedDiffV1`, the arithmetic the lessons were computed with; more threads run `_FusedDiffV1Threads`, the same
+arithmetic in fewer, larger operations per block, because there every operation is a parallel region that waits for
+all threads: the kernel's first version, one form at every thread count, ran 0.24-0.62x the four calls' speed at 2
+threads while another process kept one core busy. `diffattn bench` times both forms at 1, 2 and all usable threads,
+idle and with one core busy (lesson 12's notes, "Every thread count").
 `separate_maps()` switches the fused kernel off: the "before" of the README's A/B and of `bench`.
 """
 
@@ -40,8 +41,8 @@ from diffattn.core.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
 # Query rows per block. One thread: 64, fastest of 16-256 for a prototype (2-core Xeon, by hand, not kept). More
-# threads: 128, where every operation is a parallel region and fewer, larger ones wait less for a descheduled thread
-# (lesson 12's notes, "Every thread count": with one core busy, 64 rows fell below the four calls in 4 of 8 runs).
+# threads: 128, since there every operation is a parallel region and fewer, larger ones wait less for a descheduled
+# thread (lesson 12's notes, "Every thread count").
 BLOCK_ROWS = 64
 BLOCK_ROWS_THREADED = 128
 

@@ -122,7 +122,7 @@ def measured_loss(path: Path | None = None) -> dict | None:
             "tokens": summary["tokens"], "gap": gaps}
 
 
-# the newest committed `diffattn bench --threads 1` run (lesson 12 reads it and its twin, run1)
+# a committed one-thread `diffattn bench` run of the attention ops (2026-12-03, the Xeon)
 ATTENTION_BENCH = "bench/v1-fused-intel-xeon-processor-1t-2026-12-03-run2/bench.json"
 
 
