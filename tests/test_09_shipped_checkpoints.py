@@ -125,7 +125,10 @@ def test_band_covers_every_kernel_path_and_thread_count():
     for run in band["runs"]:
         assert set(run["rows"]) == {shipped.name(*e) for e in shipped.entries()}
         if (run["kernel_path"], run["threads"]) == (shipped.read_manifest()["machine"]["kernel_path"], shipped.THREADS):
-            assert all(r["delta"] == 0.0 for r in run["rows"].values())  # the shipping path retrains bit for bit
+            # the shipping path retrains bit for bit, but for DIFF V1: its checkpoints predate its fused CPU kernel,
+            # which adds the same terms in another order (lesson 08's notes say so, from `on_shipping_path`)
+            assert all(r["delta"] == 0.0 for key, r in run["rows"].items() if not key.endswith("/diff_v1"))
+            assert shipped.summary()["on_shipping_path"]["text"]["diff_v1"] == run["rows"]["cpu-tiny/text/diff_v1"]["delta"]
     assert band["max_abs_delta"] == {key: max(abs(r["rows"][key]["delta"]) for r in band["runs"])
                                      for key in band["max_abs_delta"]}
 
