@@ -1,7 +1,8 @@
-"""Lesson 12: DIFF V1's fused CPU kernel (diffattn.nn.diff_v1_kernel: each map once, P = A1 − λA2 applied to V once)
-gives the four-call path's outputs and gradients, λ's included, on every shape class the model meets: GQA groups,
-cached chunks (N_q < N_k, bottom-right mask), blocks that do not divide N, a block of one position. Known-wrong kernels
-(a top-left mask, the λ gradient dropped, λ on the wrong map, the log-sum-exp forgotten in the backward) fail the same checks. Timings are never asserted."""
+"""Lesson 12: DIFF V1's fused CPU kernel (diffattn.nn.diff_v1_kernel: each map once, P = A1 − λA2 applied to V once),
+in both forms (one thread, and the threaded form on more), gives the four-call path's outputs and gradients, λ's
+included, on every shape class the model meets: GQA groups, cached chunks (N_q < N_k, bottom-right mask), blocks that
+do not divide N, a block of one position. Known-wrong kernels (a top-left mask, the λ gradient dropped, λ on the wrong
+map, a backward that recomputes the maps wrongly) fail the same checks. Timings are never asserted."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from diffattn.core.hardware import reliability  # noqa: E402
 from diffattn.perf import load, v1_module  # noqa: E402
 from diffattn.perf.bench import CPU_SHAPES  # noqa: E402
-from diffattn.perf.v1_module import Setting, settings  # noqa: E402
+from diffattn.perf.load import Setting, settings  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -10,7 +10,7 @@ import json
 from diffattn.core.hardware import reliability
 from diffattn.core.paths import outputs_dir
 from diffattn.lessons.roofline_packing import joined, load_range
-from diffattn.perf.v1_module import Setting
+from diffattn.perf.load import Setting
 
 # Two runs of the command, each once the load had settled, on the course machine of 2026-12-06 (2-core AMD EPYC)
 RUNS = {"run7": "v1-threads-amd-epyc-2026-12-06-run7",
@@ -20,8 +20,7 @@ RUNS = {"run7": "v1-threads-amd-epyc-2026-12-06-run7",
 EARLIER = {"rows64": {"run1": "v1-threads-amd-epyc-2026-12-06-run1", "run2": "v1-threads-amd-epyc-2026-12-06-run2",
                       "run3": "v1-threads-amd-epyc-2026-12-06-run3", "run4": "v1-threads-amd-epyc-2026-12-06-run4"},
            "rows128": {"run5": "v1-threads-amd-epyc-2026-12-06-run5", "run6": "v1-threads-amd-epyc-2026-12-06-run6"}}
-# The kernel's first version (commit 2f699d9: the maps in two tensors) at 2 threads, idle and with one core busy,
-# on a 2-core Xeon: why it was once kept to one thread
+# The kernel's first form (the maps in two tensors) at 2 threads, idle and with one core busy, on a 2-core Xeon
 FIRST_VERSION = {"idle": "v1-fused-intel-xeon-processor-2t-2026-12-03-idle",
                  "one_core_busy": "v1-fused-intel-xeon-processor-2t-2026-12-03-one-core-busy"}
 # The course's targets: the fused module's speed over DiffLlama's by setting, and over the four calls' with a core busy
@@ -106,7 +105,8 @@ def report(results: dict) -> list[str]:
     ops = ", ".join(f"{name.removeprefix('b').replace('_s', '×')} "
                     + both(lambda r: format(r["settings"][f"{m['threads']}t"][name]["op_speedup"], ".2f"))
                     for name in shape_names)
-    lines.append(f"  attention op alone at {m['threads']} threads, fused / 4 calls: {ops}")
+    lines.append(f"  attention op alone at {m['threads']} threads, fwd+bwd, diff_v1_fused row vs diff_v1 row (the four "
+                 f"calls on CPU): {ops}")
     words = {"1t": "on 1 thread", "2t": "on 2 threads", "2t_busy": "with a core busy"}
     goals = " and ".join(f"≥ {v:.2f}× DiffLlama {words[k]}" for k, v in TARGET_VS_HF.items())
     verdict = "; ".join(f"{words.get(name, name)} " + both(lambda r: "met" if r["targets_met"][name] else "NOT met")
@@ -123,8 +123,8 @@ def report(results: dict) -> list[str]:
                      + f"), per run and shape: vs HF idle {cells('speedup_vs_hf', '2t')}; fused / 4 calls, core busy "
                      f"{cells('fused_speedup', '2t_busy')}")
     old = results["first_version"]
-    lines.append("  2 threads, the kernel's first version (commit 2f699d9, a 2-core Xeon), fused / 4 calls: "
-                 + "; ".join(f"{name.replace('_', ' ')} " + " / ".join(f"{s['fused_speedup']:.2f}"
+    lines.append("  2 threads, the kernel's first form (a 2-core Xeon, 2026-12-03), fused / 4 calls, per shape: "
+                 + "; ".join(f"{name.replace('_', ' ')} " + ", ".join(f"{s['fused_speedup']:.2f}"
                                                                       for s in r["settings"]["2t"].values())
-                             for name, r in old.items()) + " (the two shapes above)")
+                             for name, r in old.items()))
     return lines

@@ -40,9 +40,9 @@ from torch.autograd.function import once_differentiable
 from diffattn.core.errors import require
 from diffattn.nn.kernels import attention, resolve_backend
 
-# Query rows per block. One thread: 64, fastest of 16-256 for a prototype (2-core Xeon, by hand, not kept). More
-# threads: 128, since there every operation is a parallel region and fewer, larger ones wait less for a descheduled
-# thread (lesson 12's notes, "Every thread count").
+# Query rows (query head × position) per block. One thread: 64, the block the lessons' numbers were computed with.
+# More threads: 128, since there every operation is a parallel region and fewer, larger ones wait less for a
+# descheduled thread (lesson 12's notes, "Every thread count").
 BLOCK_ROWS = 64
 BLOCK_ROWS_THREADED = 128
 

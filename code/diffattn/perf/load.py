@@ -1,4 +1,5 @@
-"""What else ran during a benchmark: load samples that name the run's own busy threads, and a core kept busy on purpose.
+"""What else ran during a benchmark: load samples that name the run's own busy threads, a core kept busy on purpose, and
+the settings a benchmark runs under (threads, idle or one core busy). Stdlib only: lessons read the settings' names.
 
 A 1-minute load average counts every runnable thread, the benchmark's own included, and trails by about a minute. So
 each sample records `own`: the most threads the run itself kept busy in the minute before it (its torch threads, plus
@@ -11,6 +12,7 @@ import contextlib
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 from diffattn.core.hardware import load_average
@@ -50,3 +52,23 @@ def one_core_busy(settle_s: float = 1.0) -> Iterator[subprocess.Popen]:
     finally:
         spinner.kill()
         spinner.wait()
+
+
+@dataclass(frozen=True)
+class Setting:
+    threads: int
+    busy: bool  # another process spins on one core throughout
+
+    @property
+    def name(self) -> str:  # "1t", "2t", "2t_busy": keys of the JSON and of the lesson's tags
+        return f"{self.threads}t" + ("_busy" if self.busy else "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.threads} thread{'s' * (self.threads > 1)}, " + ("one core busy" if self.busy else "idle")
+
+
+def settings(cores: int) -> list[Setting]:
+    """1, 2 and all usable cores, idle; then all of them with one core busy (a machine of one core: 1 thread only)."""
+    idle = [Setting(n, False) for n in sorted({1, min(2, cores), cores})]
+    return idle + ([Setting(cores, True)] if cores > 1 else [])

@@ -13,35 +13,14 @@ SDPA calls over all of them with V split in halves.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from diffattn.core.hardware import usable_cores
 from diffattn.nn.cpu import threads
-from diffattn.perf.load import LoadLog, one_core_busy
+from diffattn.perf.load import LoadLog, Setting, one_core_busy, settings
 from diffattn.perf.timing import round_robin
-
-
-@dataclass(frozen=True)
-class Setting:
-    threads: int
-    busy: bool  # another process spins on one core throughout
-
-    @property
-    def name(self) -> str:  # "1t", "2t", "2t_busy": keys of the JSON and of the lesson's tags
-        return f"{self.threads}t" + ("_busy" if self.busy else "")
-
-    @property
-    def label(self) -> str:
-        return f"{self.threads} thread{'s' * (self.threads > 1)}, " + ("one core busy" if self.busy else "idle")
-
-
-def settings(cores: int) -> list[Setting]:
-    """1, 2 and all usable cores, idle; then all of them with one core busy (a machine of one core: 1 thread only)."""
-    idle = [Setting(n, False) for n in sorted({1, min(2, cores), cores})]
-    return idle + ([Setting(cores, True)] if cores > 1 else [])
 
 
 def compare(s, iters: int, hf: bool = True) -> dict:
