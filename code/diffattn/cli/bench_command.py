@@ -13,15 +13,15 @@ NAME = "bench"
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    bench = sub.add_parser(NAME, help="attention: time attention ops, and our V1 module vs transformers' DiffLlama at 1, 2 "
-                           "and all CPU threads, idle and with one core busy; decode, train, roofline: this machine's "
-                           "ceilings and each variant against them (lesson 12); needs torch")
+    bench = sub.add_parser(NAME, help="attention: time attention ops, and our V1 module vs transformers' DiffLlama "
+                           "at 1, 2 and all CPU threads, idle and with one core busy; decode, train, roofline: this "
+                           "machine's ceilings and each variant against them (lesson 12); needs torch")
     bench.add_argument("what", nargs="?", default="attention", choices=["attention", "decode", "train", "roofline"])
     bench.add_argument("--device", default="auto", help="auto (cuda when present), cpu or cuda")
     bench.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds)")
     bench.add_argument("--no-hf", action="store_true", help="leave transformers' DiffLlama out of the V1 module comparison")
-    bench.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own count); attention: for "
-                       "the ops, the V1 module runs at 1, 2 and all threads whatever this says")
+    bench.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own count); "
+                       "attention: for the ops, the V1 module runs at 1, 2 and all threads whatever this says")
     bench.add_argument("--no-figures", action="store_true", help="decode|train|roofline: skip the PNG figures")
     bench.add_argument("--out", type=Path, default=None, help="attention: JSON file; others: folder (default "
                        "outputs/bench/<what>-<cpu>-<threads>t-<date>/)")

@@ -6,7 +6,8 @@
 
 Every row names the kernel that ran ("sdpa:CUDNN_ATTENTION", …); a failing op is a row with its error. The JSON says
 whether the run can be believed (`diffattn.core.hardware.reliability`: the calibration GEMM not far below the attention
-kernels it timed, a load average below the usable cores beside the run's own threads) as `"reliable"` and `"reasons"`; the report warns when not.
+kernels it timed, a load average below the usable cores beside the run's own threads) as `"reliable"` and
+`"reasons"`; the report warns when not.
 
 Attention-op TFLOP/s use the FlashAttention benchmark convention (Dao-AILab/flash-attention,
 benchmarks/benchmark_flash_attention.py and hopper/benchmark_attn.py, `flops()`): forward = 2·B·H_q·S_q·S_k·
